@@ -1,0 +1,301 @@
+import type { Logger } from 'pino';
+import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
+import { ConfigError } from './errors';
+
+/** librdkafka settings the library owns; a conflicting user value is rejected, never overridden. */
+const OWNED_SETTINGS: Record<string, { allowed: unknown; why: string }> = {
+  'enable.auto.commit': {
+    allowed: false,
+    why: 'the library commits offsets itself, only after handlers succeed',
+  },
+  'enable.auto.offset.store': {
+    allowed: false,
+    why: 'librdkafka would store offsets before the handler ran, so a commit could skip unprocessed work',
+  },
+  rebalance_cb: {
+    allowed: undefined,
+    why: 'the library must own assignment to drain and commit before unassigning',
+  },
+  offset_commit_cb: {
+    allowed: undefined,
+    why: 'the library awaits each commit result itself',
+  },
+};
+
+/** Settings librdkafka refuses with `group.protocol=consumer` (KIP-848 moves them to the broker). */
+const CLASSIC_ONLY_SETTINGS = [
+  'session.timeout.ms',
+  'heartbeat.interval.ms',
+  'partition.assignment.strategy',
+  'group.protocol.type',
+] as const;
+
+/**
+ * Options of a {@link ReactiveConsumer}. Only `config` (with `bootstrap.servers` and `group.id`)
+ * and `topics` are required; every tuning option has a documented default.
+ */
+export interface ReactiveConsumerOptions {
+  /**
+   * librdkafka global configuration. Must contain `bootstrap.servers` and `group.id`.
+   * `enable.auto.commit` and `enable.auto.offset.store` may only be `false`; `rebalance_cb` and
+   * `offset_commit_cb` must be absent: the library owns them.
+   */
+  config: ConsumerGlobalConfig;
+  /** librdkafka topic configuration, e.g. `{ 'auto.offset.reset': 'earliest' }`. */
+  topicConfig?: ConsumerTopicConfig;
+  /** Topics to subscribe to. A name starting with `^` is a regular expression (librdkafka syntax). */
+  topics: readonly string[] | string;
+  /** A pino logger; the library logs through child loggers of it. @default a silent logger */
+  logger?: Logger;
+  /**
+   * Longest time a revoke may spend draining in-flight handlers and committing, in ms. Must stay
+   * below `max.poll.interval.ms` (the broker's rebalance timeout).
+   * @default 60% of `max.poll.interval.ms` (180000 with librdkafka's default of 300000)
+   */
+  drainTimeoutMs?: number;
+  /** How often processed offsets are committed while running, in ms. @default 1000 */
+  commitIntervalMs?: number;
+  /** How long to wait for the broker to confirm one commit, in ms. @default 10000 */
+  commitTimeoutMs?: number;
+  /** Longest time `close()` may take (drain, commit, leave, disconnect), in ms. @default drainTimeoutMs + 15000 */
+  closeTimeoutMs?: number;
+  /** Longest wait for the first connection to the cluster, in ms. @default 30000 */
+  connectTimeoutMs?: number;
+  /** Most messages taken from librdkafka by one `consume(n)` call. @default 500 */
+  consumeBatchSize?: number;
+  /** How long one `consume(n)` call waits for the first message, in ms. @default 100 */
+  consumeTimeoutMs?: number;
+  /** Buffered (not yet started) messages per partition above which the partition is paused. @default 1000 */
+  maxBufferedMessages?: number;
+  /** Buffered payload bytes per partition above which the partition is paused. @default 16777216 (16 MiB) */
+  maxBufferedBytes?: number;
+  /**
+   * A paused partition resumes once its buffer falls to this fraction of both limits.
+   * @default 0.5
+   */
+  resumeThreshold?: number;
+}
+
+/** The library's tuning options with every default applied. */
+export interface ConsumerSettings {
+  readonly globalConfig: ConsumerGlobalConfig;
+  readonly topicConfig: ConsumerTopicConfig;
+  readonly topics: readonly string[];
+  readonly groupId: string;
+  /** `classic` or `consumer` (KIP-848). */
+  readonly groupProtocol: 'classic' | 'consumer';
+  readonly maxPollIntervalMs: number;
+  readonly drainTimeoutMs: number;
+  readonly commitIntervalMs: number;
+  readonly commitTimeoutMs: number;
+  readonly closeTimeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly consumeBatchSize: number;
+  readonly consumeTimeoutMs: number;
+  readonly maxBufferedMessages: number;
+  readonly maxBufferedBytes: number;
+  readonly resumeThreshold: number;
+}
+
+/** librdkafka's default `max.poll.interval.ms`. */
+export const LIBRDKAFKA_MAX_POLL_INTERVAL_MS = 300_000;
+/** Fraction of `max.poll.interval.ms` used as the default drain deadline. */
+export const DEFAULT_DRAIN_FRACTION = 0.6;
+
+/** Library defaults that do not depend on other settings. */
+export const DEFAULTS = {
+  commitIntervalMs: 1000,
+  commitTimeoutMs: 10_000,
+  connectTimeoutMs: 30_000,
+  consumeBatchSize: 500,
+  consumeTimeoutMs: 100,
+  maxBufferedMessages: 1000,
+  maxBufferedBytes: 16 * 1024 * 1024,
+  resumeThreshold: 0.5,
+  closeMarginMs: 15_000,
+} as const;
+
+/**
+ * librdkafka prefetch bounds applied when the user sets none: librdkafka's own defaults
+ * (64 MiB and 100k messages per partition queue) would dwarf the library's buffer limits.
+ */
+export const DEFAULT_PREFETCH: Readonly<Record<string, number>> = {
+  'queued.max.messages.kbytes': 16_384,
+  'queued.min.messages': 10_000,
+};
+
+function fail(key: string, expected: string, got: unknown): never {
+  throw new ConfigError(`Expected \`${key}\` to be ${expected}, got ${formatValue(got)}`, key);
+}
+
+function formatValue(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
+
+function readNumber(config: Record<string, unknown>, key: string): number | undefined {
+  const raw = config[key];
+  if (raw === undefined) return undefined;
+  const n = typeof raw === 'string' ? Number(raw) : raw;
+  if (typeof n !== 'number' || !Number.isFinite(n)) fail(key, 'a number', raw);
+  return n;
+}
+
+function positiveInt(
+  options: Record<string, unknown>,
+  key: string,
+  fallback: number,
+  min = 1,
+): number {
+  const value = options[key];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    fail(key, `an integer ≥ ${min}`, value);
+  }
+  return value;
+}
+
+function normaliseTopics(topics: unknown): string[] {
+  const list = typeof topics === 'string' ? [topics] : topics;
+  if (!Array.isArray(list) || list.length === 0) {
+    fail('topics', 'a non-empty list of topic names or ^regex patterns', topics);
+  }
+  for (const topic of list) {
+    if (typeof topic !== 'string' || topic.length === 0) {
+      fail('topics', 'a list of non-empty strings', topics);
+    }
+  }
+  return [...(list as string[])];
+}
+
+/**
+ * Validates user options once, at construction, and returns the resolved settings.
+ * Throws {@link ConfigError} naming the offending key. librdkafka's own per-key checks run when the
+ * client is constructed (see `createConsumerClient`); this adds the cross-key rules librdkafka only
+ * checks at connect time and the library's own rules.
+ */
+export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSettings {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError('Expected an options object', 'options');
+  }
+  const config = options.config as Record<string, unknown> | undefined;
+  if (typeof config !== 'object' || config === null) {
+    fail('config', 'an object of librdkafka settings', config);
+  }
+  const topicConfig = (options.topicConfig ?? {}) as Record<string, unknown>;
+  if (typeof topicConfig !== 'object' || topicConfig === null) {
+    fail('topicConfig', 'an object of librdkafka topic settings', options.topicConfig);
+  }
+  if (!config['bootstrap.servers'] && !config['metadata.broker.list']) {
+    fail(
+      'bootstrap.servers',
+      'a broker list such as "127.0.0.1:9092"',
+      config['bootstrap.servers'],
+    );
+  }
+  const groupId = config['group.id'];
+  if (typeof groupId !== 'string' || groupId.length === 0) {
+    fail('group.id', 'a non-empty string', groupId);
+  }
+  for (const [key, rule] of Object.entries(OWNED_SETTINGS)) {
+    const value = config[key];
+    if (value === undefined) continue;
+    const ok =
+      rule.allowed === false ? value === false || value === 'false' : rule.allowed === value;
+    if (!ok) {
+      throw new ConfigError(
+        `Expected \`${key}\` to be ${rule.allowed === undefined ? 'unset' : `unset or ${String(rule.allowed)}`}: ${rule.why}; got ${formatValue(value)}`,
+        key,
+      );
+    }
+  }
+
+  const protocolRaw = config['group.protocol'] ?? 'classic';
+  if (protocolRaw !== 'classic' && protocolRaw !== 'consumer') {
+    fail('group.protocol', '"classic" or "consumer"', protocolRaw);
+  }
+  const groupProtocol = protocolRaw;
+  if (groupProtocol === 'consumer') {
+    for (const key of CLASSIC_ONLY_SETTINGS) {
+      if (config[key] !== undefined) {
+        throw new ConfigError(
+          `\`${key}\` cannot be set with \`group.protocol=consumer\` (KIP-848): the broker owns it ` +
+            `(group.consumer.* broker settings); remove it or use group.protocol=classic`,
+          key,
+        );
+      }
+    }
+  }
+
+  const maxPollIntervalMs =
+    readNumber(config, 'max.poll.interval.ms') ?? LIBRDKAFKA_MAX_POLL_INTERVAL_MS;
+  const sessionTimeoutMs = readNumber(config, 'session.timeout.ms');
+  if (groupProtocol === 'classic' && sessionTimeoutMs !== undefined) {
+    if (maxPollIntervalMs < sessionTimeoutMs) {
+      throw new ConfigError(
+        `Expected \`max.poll.interval.ms\` (${maxPollIntervalMs}) to be ≥ \`session.timeout.ms\` (${sessionTimeoutMs})`,
+        'max.poll.interval.ms',
+      );
+    }
+  }
+
+  const opts = options as unknown as Record<string, unknown>;
+  const drainTimeoutMs = positiveInt(
+    opts,
+    'drainTimeoutMs',
+    Math.floor(maxPollIntervalMs * DEFAULT_DRAIN_FRACTION),
+  );
+  if (drainTimeoutMs >= maxPollIntervalMs) {
+    throw new ConfigError(
+      `Expected \`drainTimeoutMs\` to be below \`max.poll.interval.ms\` (${maxPollIntervalMs}), got ${drainTimeoutMs}`,
+      'drainTimeoutMs',
+    );
+  }
+  const resumeThreshold = options.resumeThreshold ?? DEFAULTS.resumeThreshold;
+  if (typeof resumeThreshold !== 'number' || !(resumeThreshold >= 0 && resumeThreshold < 1)) {
+    fail('resumeThreshold', 'a number in [0, 1)', resumeThreshold);
+  }
+  if (options.logger !== undefined) {
+    const logger = options.logger as unknown as Record<string, unknown>;
+    if (typeof logger !== 'object' || logger === null || typeof logger.child !== 'function') {
+      fail('logger', 'a pino logger', options.logger);
+    }
+  }
+
+  const globalConfig: Record<string, unknown> = { ...DEFAULT_PREFETCH, ...config };
+  globalConfig['enable.auto.commit'] = false;
+  globalConfig['enable.auto.offset.store'] = false;
+
+  return {
+    globalConfig: globalConfig as ConsumerGlobalConfig,
+    topicConfig: { ...topicConfig } as ConsumerTopicConfig,
+    topics: normaliseTopics(options.topics),
+    groupId,
+    groupProtocol,
+    maxPollIntervalMs,
+    drainTimeoutMs,
+    commitIntervalMs: positiveInt(opts, 'commitIntervalMs', DEFAULTS.commitIntervalMs),
+    commitTimeoutMs: positiveInt(opts, 'commitTimeoutMs', DEFAULTS.commitTimeoutMs),
+    closeTimeoutMs: positiveInt(opts, 'closeTimeoutMs', drainTimeoutMs + DEFAULTS.closeMarginMs),
+    connectTimeoutMs: positiveInt(opts, 'connectTimeoutMs', DEFAULTS.connectTimeoutMs),
+    consumeBatchSize: positiveInt(opts, 'consumeBatchSize', DEFAULTS.consumeBatchSize),
+    consumeTimeoutMs: positiveInt(opts, 'consumeTimeoutMs', DEFAULTS.consumeTimeoutMs, 0),
+    maxBufferedMessages: positiveInt(opts, 'maxBufferedMessages', DEFAULTS.maxBufferedMessages),
+    maxBufferedBytes: positiveInt(opts, 'maxBufferedBytes', DEFAULTS.maxBufferedBytes),
+    resumeThreshold,
+  };
+}
+
+/**
+ * Translates an error thrown by librdkafka's configuration checks (node-rdkafka's constructor)
+ * into a {@link ConfigError} naming the key.
+ */
+export function translateLibrdkafkaConfigError(err: unknown): ConfigError {
+  const message = err instanceof Error ? err.message : String(err);
+  const key = /configuration property:? "?([\w.-]+)/.exec(message)?.[1] ?? 'config';
+  return new ConfigError(`librdkafka rejected the configuration: ${message}`, key, { cause: err });
+}

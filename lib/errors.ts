@@ -1,0 +1,143 @@
+/**
+ * The error family of the library. Every error has a stable string `code` (the contract users match
+ * on: `instanceof` can fail when both the ESM and the CJS entry points are loaded), a `retriable`
+ * flag, an optional `cause`, and Kafka coordinates where they apply.
+ */
+
+/** Stable error codes, one per class. */
+export const ErrorCode = {
+  Config: 'ERR_RKC_CONFIG',
+  NativeFeatureMissing: 'ERR_RKC_NATIVE_FEATURE_MISSING',
+  Connect: 'ERR_RKC_CONNECT',
+  Kafka: 'ERR_RKC_KAFKA',
+  Commit: 'ERR_RKC_COMMIT',
+  AlreadySubscribed: 'ERR_RKC_ALREADY_SUBSCRIBED',
+  Closed: 'ERR_RKC_CLOSED',
+  Handler: 'ERR_RKC_HANDLER',
+  Timeout: 'ERR_RKC_TIMEOUT',
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** Where in Kafka an error happened, when it concerns one message or partition. */
+export interface KafkaCoordinates {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset?: number;
+}
+
+interface BaseOptions {
+  cause?: unknown;
+  retriable?: boolean;
+}
+
+/** Base class of every error this library throws or emits. */
+export abstract class ReactiveKafkaError extends Error {
+  abstract readonly code: ErrorCode;
+  readonly retriable: boolean;
+
+  constructor(message: string, options: BaseOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.retriable = options.retriable ?? false;
+  }
+}
+
+/** An invalid, unknown or conflicting configuration value. `key` names the offending setting. */
+export class ConfigError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Config;
+  constructor(
+    message: string,
+    readonly key: string,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * The installed node-rdkafka was compiled without a feature the library relies on (for example
+ * zstd, because `libzstd-dev` was absent when librdkafka was built).
+ */
+export class NativeFeatureMissingError extends ReactiveKafkaError {
+  readonly code = ErrorCode.NativeFeatureMissing;
+  constructor(
+    message: string,
+    readonly missing: readonly string[],
+  ) {
+    super(message);
+  }
+}
+
+/** The client could not connect (or authenticate) within the configured time. */
+export class ConnectError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Connect;
+}
+
+/** An error reported by librdkafka, normalised. `kafkaCode` is librdkafka's numeric code. */
+export class KafkaClientError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Kafka;
+  readonly kafkaCode: number;
+  readonly fatal: boolean;
+  constructor(
+    message: string,
+    details: { kafkaCode: number; fatal?: boolean; retriable?: boolean; cause?: unknown },
+  ) {
+    super(message, { cause: details.cause, retriable: details.retriable ?? false });
+    this.kafkaCode = details.kafkaCode;
+    this.fatal = details.fatal ?? false;
+  }
+}
+
+/** An offset commit the broker did not confirm. */
+export class CommitError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Commit;
+  constructor(
+    message: string,
+    readonly kafkaCode: number | undefined,
+    readonly partitions: readonly KafkaCoordinates[],
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/** A second pipeline was subscribed on a consumer that already runs one. */
+export class AlreadySubscribedError extends ReactiveKafkaError {
+  readonly code = ErrorCode.AlreadySubscribed;
+}
+
+/** The consumer was closed (or is closing) and cannot do what was asked. */
+export class ClosedError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Closed;
+}
+
+/** A message handler failed. Carries the message coordinates and the handler's error as `cause`. */
+export class HandlerError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Handler;
+  constructor(
+    message: string,
+    readonly coordinates: KafkaCoordinates,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/** A bounded wait (connect, drain, close, commit) ran out. */
+export class TimeoutError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Timeout;
+  constructor(
+    message: string,
+    readonly operation: string,
+    readonly timeoutMs: number,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/** True when `err` is one of this library's errors with the given code (works across module copies). */
+export function hasErrorCode(err: unknown, code: ErrorCode): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === code;
+}

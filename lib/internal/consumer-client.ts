@@ -1,0 +1,254 @@
+/**
+ * A thin promise-based wrapper around node-rdkafka's KafkaConsumer: bounded connect, one
+ * `consume(n)` at a time, and commits that resolve only when the broker confirmed them.
+ */
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../config';
+import { translateLibrdkafkaConfigError } from '../config';
+import { CommitError, ConnectError, TimeoutError } from '../errors';
+import type { KafkaClientError } from '../errors';
+import type {
+  Assignment,
+  ConsumerFactory,
+  LibrdKafkaError,
+  Message,
+  RdKafkaConsumer,
+  RebalanceCallback,
+  TopicPartitionOffset,
+} from './rdkafka';
+import { Code, defaultConsumerFactory, kafkaCodeOf, toKafkaError } from './rdkafka';
+
+interface PendingCommit {
+  readonly offsets: readonly TopicPartitionOffset[];
+  readonly resolve: () => void;
+  readonly reject: (err: Error) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
+export class ConsumerClient {
+  readonly raw: RdKafkaConsumer;
+  private readonly pendingCommits: PendingCommit[] = [];
+  private consuming = false;
+  private lastTimeoutMs = -1;
+
+  constructor(
+    private readonly settings: ConsumerSettings,
+    private readonly logger: Logger,
+    onRebalance: RebalanceCallback,
+    factory: ConsumerFactory = defaultConsumerFactory,
+    private readonly onConsumeError: (err: KafkaClientError) => void = (err) =>
+      logger.warn({ err }, 'consume returned an error'),
+  ) {
+    const globalConfig = {
+      ...settings.globalConfig,
+      rebalance_cb: (err: LibrdKafkaError, assignment: Assignment[]) =>
+        onRebalance(err, assignment),
+      offset_commit_cb: true,
+    };
+    try {
+      this.raw = factory(globalConfig, settings.topicConfig);
+    } catch (err) {
+      throw translateLibrdkafkaConfigError(err);
+    }
+    this.raw.on(
+      'offset.commit',
+      (err: LibrdKafkaError | undefined, offsets: TopicPartitionOffset[]) =>
+        this.onCommitResult(err, offsets ?? []),
+    );
+  }
+
+  /** Connects, bounded by `connectTimeoutMs`; rejects with {@link ConnectError}. */
+  connect(): Promise<void> {
+    const timeoutMs = this.settings.connectTimeoutMs;
+    return new Promise((resolve, reject) => {
+      this.raw.connect({ timeout: timeoutMs }, (err) => {
+        if (err) {
+          reject(
+            new ConnectError(
+              `Could not connect to ${String(this.settings.globalConfig['bootstrap.servers'])} within ${timeoutMs} ms: ${err.message}`,
+              { cause: err, retriable: true },
+            ),
+          );
+        } else {
+          resolve();
+        }
+      });
+    });
+  }
+
+  /**
+   * One `consume(n)`; only one may be outstanding (each holds a libuv pool thread). Errors
+   * (other than timeouts) resolve to an empty batch and go to `onConsumeError`: most are transient
+   * (unknown topic while metadata propagates, transport errors) and the caller decides.
+   */
+  consume(n: number, timeoutMs: number = this.settings.consumeTimeoutMs): Promise<Message[]> {
+    if (this.consuming) throw new Error('consume() is already in flight');
+    this.consuming = true;
+    if (timeoutMs !== this.lastTimeoutMs) {
+      this.raw.setDefaultConsumeTimeout(timeoutMs);
+      this.lastTimeoutMs = timeoutMs;
+    }
+    return new Promise((resolve) => {
+      this.raw.consume(n, (err, messages) => {
+        this.consuming = false;
+        if (err) {
+          if (err.code !== Code.TIMED_OUT && err.code !== Code.PARTITION_EOF) {
+            this.onConsumeError(toKafkaError(err, 'consume failed'));
+          }
+          resolve([]);
+        } else {
+          resolve(messages ?? []);
+        }
+      });
+    });
+  }
+
+  /**
+   * Sends an asynchronous commit of explicit offsets (each the next offset to read) and resolves
+   * when the broker confirmed it. The result only arrives while `consume()` keeps being called.
+   * Rejects with {@link CommitError} (carrying librdkafka's code) or {@link TimeoutError}.
+   */
+  commit(
+    offsets: readonly TopicPartitionOffset[],
+    timeoutMs: number = this.settings.commitTimeoutMs,
+  ): Promise<void> {
+    if (offsets.length === 0) return Promise.resolve();
+    for (const o of offsets) {
+      if (!Number.isInteger(o.offset) || o.offset < 0) {
+        // An entry without a valid offset would commit offset 0 or a logical offset.
+        return Promise.reject(
+          new CommitError(`Refusing to commit invalid offset ${String(o.offset)}`, undefined, [o]),
+        );
+      }
+    }
+    return new Promise((resolve, reject) => {
+      const copy = offsets.map((o) => ({
+        topic: o.topic,
+        partition: o.partition,
+        offset: o.offset,
+      }));
+      const timer = setTimeout(() => {
+        this.removePending(pending);
+        reject(
+          new TimeoutError(
+            `Commit of ${describe(copy)} was not confirmed within ${timeoutMs} ms`,
+            'commit',
+            timeoutMs,
+          ),
+        );
+      }, timeoutMs);
+      const pending: PendingCommit = { offsets: copy, resolve, reject, timer };
+      this.pendingCommits.push(pending);
+      try {
+        this.raw.commit(copy);
+      } catch (err) {
+        this.removePending(pending);
+        clearTimeout(timer);
+        reject(
+          new CommitError(
+            `Commit of ${describe(copy)} failed: ${errorMessage(err)}`,
+            kafkaCodeOf(err),
+            copy,
+            {
+              cause: err,
+            },
+          ),
+        );
+      }
+    });
+  }
+
+  /** True while a `consume(n)` call is outstanding. */
+  get consumeInFlight(): boolean {
+    return this.consuming;
+  }
+
+  /** Number of commits sent and not yet confirmed or failed. */
+  get pendingCommitCount(): number {
+    return this.pendingCommits.length;
+  }
+
+  /** The group's committed offsets for the given partitions (`offset` is absent or < 0 when none). */
+  committed(
+    partitions: readonly { topic: string; partition: number }[],
+    timeoutMs: number,
+  ): Promise<TopicPartitionOffset[]> {
+    return new Promise((resolve, reject) => {
+      this.raw.committed(
+        partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
+        timeoutMs,
+        (err, tps) => (err ? reject(toKafkaError(err, 'committed() failed')) : resolve(tps)),
+      );
+    });
+  }
+
+  /** Disconnects; resolves once node-rdkafka reports it (or at once when not connected). */
+  disconnect(): Promise<void> {
+    this.failPendingCommits('the client is disconnecting');
+    return new Promise((resolve) => {
+      if (!this.raw.isConnected()) {
+        resolve();
+        return;
+      }
+      this.raw.disconnect(() => resolve());
+    });
+  }
+
+  private onCommitResult(err: LibrdKafkaError | undefined, offsets: TopicPartitionOffset[]): void {
+    const got = new Map<string, number>();
+    for (const o of offsets) got.set(tpKey(o.topic, o.partition), o.offset);
+    const index = this.pendingCommits.findIndex((p) =>
+      p.offsets.every((o) => got.get(tpKey(o.topic, o.partition)) === o.offset),
+    );
+    if (index < 0) {
+      this.logger.debug({ err, offsets }, 'commit result matches no pending commit');
+      return;
+    }
+    const [pending] = this.pendingCommits.splice(index, 1);
+    if (!pending) return;
+    clearTimeout(pending.timer);
+    if (!err || err.code === Code.NO_OFFSET) {
+      pending.resolve();
+    } else {
+      pending.reject(
+        new CommitError(
+          `Commit of ${describe(pending.offsets)} failed: ${err.message}`,
+          err.code,
+          pending.offsets,
+          {
+            cause: err,
+            retriable: err.isRetriable === true,
+          },
+        ),
+      );
+    }
+  }
+
+  private removePending(pending: PendingCommit): void {
+    const i = this.pendingCommits.indexOf(pending);
+    if (i >= 0) this.pendingCommits.splice(i, 1);
+  }
+
+  private failPendingCommits(reason: string): void {
+    for (const p of this.pendingCommits.splice(0)) {
+      clearTimeout(p.timer);
+      p.reject(
+        new CommitError(
+          `Commit of ${describe(p.offsets)} abandoned: ${reason}`,
+          undefined,
+          p.offsets,
+        ),
+      );
+    }
+  }
+}
+
+function describe(offsets: readonly TopicPartitionOffset[]): string {
+  return offsets.map((o) => `${o.topic}[${o.partition}]@${o.offset}`).join(', ');
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,837 @@
+/**
+ * The consumer engine: the single owner of the node-rdkafka client and of all mutable consumer
+ * state. It runs the consume loop, applies rebalances through the revoke protocol
+ * (end streams → drain → commit, confirmed → unassign), commits periodically, and pauses and
+ * resumes partitions for backpressure.
+ */
+import { Subject } from 'rxjs';
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../config';
+import { ClosedError } from '../errors';
+import type { KafkaClientError } from '../errors';
+import type {
+  PartitionCommitResult,
+  RebalanceEvent,
+  RebalanceProtocol,
+  TopicPartition,
+} from '../types';
+import { ConsumeCadence } from './consume-loop';
+import { ConsumerClient } from './consumer-client';
+import { toKafkaMessage } from './message';
+import { PartitionControl } from './partition-control';
+import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
+import {
+  Code,
+  OWNERSHIP_LOST_CODES,
+  TERMINAL_CODES,
+  defaultConsumerFactory,
+  kafkaCodeOf,
+  toKafkaError,
+} from './rdkafka';
+
+/** The engine's lifecycle. */
+export type EngineState =
+  | { readonly kind: 'idle' }
+  | { readonly kind: 'connecting' }
+  | { readonly kind: 'running' }
+  | { readonly kind: 'closing' }
+  | { readonly kind: 'closed' };
+
+const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+const errorMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
+  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+
+/** Commit errors worth retrying while the revoke deadline allows. */
+const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
+  Code.COORDINATOR_NOT_AVAILABLE,
+  Code.NOT_COORDINATOR,
+  Code.TIMED_OUT,
+  Code.TRANSPORT,
+  Code.ALL_BROKERS_DOWN,
+  14, // COORDINATOR_LOAD_IN_PROGRESS
+  7, // REQUEST_TIMED_OUT
+]);
+
+export class ConsumerEngine {
+  /** Every rebalance phase, in order. */
+  readonly rebalances = new Subject<RebalanceEvent>();
+  /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
+  readonly partitionStreams = new Subject<PartitionControl>();
+  readonly client: ConsumerClient;
+
+  private state: EngineState = { kind: 'idle' };
+  private generation = 0;
+  /** Current controls by partition: active ones and ones being revoked. */
+  private readonly owned = new Map<string, PartitionControl>();
+  private readonly revokes = new Set<Promise<void>>();
+  private suspectLost: string | undefined;
+  private commitInFlight: Promise<void> | undefined;
+  private lastCommitAt = 0;
+  private looping = false;
+  private loopDone: Promise<void> | undefined;
+  private startPromise: Promise<void> | undefined;
+  private closePromise: Promise<void> | undefined;
+  private failure: Error | undefined;
+  private disconnecting = false;
+  private readonly cadence: ConsumeCadence;
+  private readonly changed = new Set<() => void>();
+  private readonly resumeAtMessages: number;
+  private readonly resumeAtBytes: number;
+  /** Time of the last completed consume call (ms since the epoch). */
+  lastPollAt = 0;
+  /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
+  lateMessagesDropped = 0;
+  // One-entry cache: consecutive messages of a batch usually share a partition.
+  private lastTopic = '';
+  private lastPartition = -1;
+  private lastControl: PartitionControl | undefined;
+
+  constructor(
+    private readonly settings: ConsumerSettings,
+    private readonly logger: Logger,
+    factory: ConsumerFactory = defaultConsumerFactory,
+  ) {
+    this.client = new ConsumerClient(
+      settings,
+      logger,
+      (err, assignment) => this.onRebalance(err, assignment),
+      factory,
+      (err) => this.onConsumeError(err),
+    );
+    this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
+    this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
+    this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
+    const raw = this.client.raw;
+    raw.on('event.error', (err: LibrdKafkaError) => this.onClientError(err));
+    raw.on('event.log', (log: { severity: number; fac: string; message: string }) =>
+      this.onClientLog(log),
+    );
+  }
+
+  get lifecycle(): EngineState {
+    return this.state;
+  }
+
+  /** The current assignment generation. */
+  get currentGeneration(): number {
+    return this.generation;
+  }
+
+  /** Controls of the partitions owned now (active or being revoked). */
+  ownedPartitions(): readonly PartitionControl[] {
+    return [...this.owned.values()];
+  }
+
+  /** Connects, subscribes and starts the consume loop. Idempotent. */
+  start(): Promise<void> {
+    this.startPromise ??= this.doStart();
+    return this.startPromise;
+  }
+
+  private async doStart(): Promise<void> {
+    if (this.state.kind !== 'idle') return;
+    this.state = { kind: 'connecting' };
+    this.logger.info({ topics: this.settings.topics }, 'connecting');
+    try {
+      await this.client.connect();
+    } catch (err) {
+      this.logger.error({ err }, 'could not connect');
+      this.failWith(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    if (this.state.kind !== 'connecting') return; // closed meanwhile
+    this.client.raw.subscribe([...this.settings.topics]);
+    this.state = { kind: 'running' };
+    this.logger.info({ topics: this.settings.topics }, 'subscribed');
+    this.looping = true;
+    this.loopDone = this.loop();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The consume loop
+
+  private async loop(): Promise<void> {
+    while (this.looping) {
+      const { size, timeoutMs } = this.cadence.next();
+      let batch: Message[];
+      try {
+        batch = await this.client.consume(size, timeoutMs);
+      } catch (err) {
+        this.failWith(toKafkaError(err, 'consume failed'));
+        return;
+      }
+      this.lastPollAt = Date.now();
+      this.cadence.record(batch.length);
+      if (batch.length > 0) this.dispatch(batch);
+      this.maybeCommit();
+      if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private dispatch(batch: Message[]): void {
+    for (const m of batch) {
+      let control: PartitionControl | undefined;
+      if (m.partition === this.lastPartition && m.topic === this.lastTopic) {
+        control = this.lastControl;
+      } else {
+        control = this.owned.get(tpKey(m.topic, m.partition));
+        this.lastTopic = m.topic;
+        this.lastPartition = m.partition;
+        this.lastControl = control;
+      }
+      if (control === undefined || !control.active) {
+        // A late delivery (pitfall 6): its partition is no longer ours or is being revoked.
+        this.lateMessagesDropped += 1;
+        this.logger.debug(
+          { topic: m.topic, partition: m.partition, offset: m.offset },
+          'dropped a message of a partition not currently assigned',
+        );
+        continue;
+      }
+      control.push(toKafkaMessage(m, control.generation, control.signal));
+      if (
+        !control.paused &&
+        (control.ledger.unfinished >= this.settings.maxBufferedMessages ||
+          control.bufferedBytes >= this.settings.maxBufferedBytes)
+      ) {
+        this.setPaused(control, true);
+      }
+    }
+  }
+
+  private onAck = (control: PartitionControl): void => {
+    if (
+      control.paused &&
+      control.ledger.unfinished <= this.resumeAtMessages &&
+      control.bufferedBytes <= this.resumeAtBytes
+    ) {
+      this.setPaused(control, false);
+    }
+    this.notifyChanged();
+  };
+
+  private setPaused(control: PartitionControl, paused: boolean): void {
+    if (control.state === 'released' || this.disconnecting) return;
+    try {
+      const tp = [{ topic: control.topic, partition: control.partition }];
+      if (paused) this.client.raw.pause(tp);
+      else this.client.raw.resume(tp);
+      control.paused = paused;
+      this.logger.debug(
+        {
+          topic: control.topic,
+          partition: control.partition,
+          buffered: control.ledger.unfinished,
+          bytes: control.bufferedBytes,
+        },
+        paused ? 'paused partition (buffer full)' : 'resumed partition',
+      );
+    } catch (err) {
+      this.logger.warn(
+        { err, topic: control.topic, partition: control.partition },
+        'pause/resume failed',
+      );
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Periodic commits
+
+  private maybeCommit(): void {
+    if (this.commitInFlight || this.disconnecting) return;
+    const now = Date.now();
+    if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
+    this.lastCommitAt = now;
+    const batch: { control: PartitionControl; offset: number }[] = [];
+    for (const control of this.owned.values()) {
+      // Partitions being revoked get their final commit from the revoke protocol.
+      if (!control.active || !control.ledger.hasDeliveries) continue;
+      const offset = control.ledger.committable();
+      if (offset === undefined || offset === control.lastCommitted) continue;
+      batch.push({ control, offset });
+    }
+    if (batch.length === 0) return;
+    const offsets = batch.map(({ control, offset }) => ({
+      topic: control.topic,
+      partition: control.partition,
+      offset,
+    }));
+    this.commitInFlight = this.client
+      .commit(offsets)
+      .then(() => {
+        for (const { control, offset } of batch) {
+          if (control.lastCommitted === undefined || offset > control.lastCommitted) {
+            control.lastCommitted = offset;
+          }
+        }
+        this.logger.debug({ offsets }, 'committed');
+      })
+      .catch((err: unknown) => {
+        const code = kafkaCodeOf(err);
+        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
+          this.suspectLost = `periodic commit failed: ${errorMessage(err)}`;
+        }
+        this.logger.warn(
+          { err, offsets },
+          'periodic commit failed; it is retried at the next interval (a crash before then may cause duplicate processing)',
+        );
+      })
+      .finally(() => {
+        this.commitInFlight = undefined;
+        this.notifyChanged();
+      });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Rebalances
+
+  private protocol(): RebalanceProtocol {
+    try {
+      const p = this.client.raw.rebalanceProtocol();
+      return p === 'COOPERATIVE' || p === 'EAGER' ? p : 'NONE';
+    } catch {
+      return 'NONE';
+    }
+  }
+
+  private emit(event: RebalanceEvent): void {
+    this.rebalances.next(event);
+  }
+
+  private onRebalance(err: LibrdKafkaError | undefined, assignment: Assignment[]): void {
+    try {
+      const code = err?.code;
+      if (code === Code.ASSIGN_PARTITIONS) this.onAssign(assignment);
+      else if (code === Code.REVOKE_PARTITIONS) this.onRevoke(assignment);
+      else {
+        this.logger.error({ err }, 'rebalance error; releasing the assignment');
+        this.unassign(assignment, this.protocol(), this.generation);
+      }
+    } catch (error) {
+      this.logger.error({ err: error }, 'rebalance handling failed');
+      this.failWith(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  private onAssign(assignment: Assignment[]): void {
+    const generation = ++this.generation;
+    const protocol = this.protocol();
+    const partitions = list(assignment);
+    try {
+      if (protocol === 'COOPERATIVE') this.client.raw.incrementalAssign(partitions);
+      else this.client.raw.assign(partitions);
+    } catch (err) {
+      // An assign delivered while the client is disconnecting throws; nothing to own then.
+      this.logger.warn({ err, partitions, generation }, 'assign failed');
+      return;
+    }
+    const controls: PartitionControl[] = [];
+    for (const tp of partitions) {
+      const key = tpKey(tp.topic, tp.partition);
+      const previous = this.owned.get(key);
+      if (previous) previous.fence('reassigned in a newer generation');
+      const control = new PartitionControl(tp.topic, tp.partition, generation, key, this.onAck);
+      this.owned.set(key, control);
+      controls.push(control);
+    }
+    this.lastControl = undefined;
+    this.lastPartition = -1;
+    // librdkafka keeps application pauses across revoke and re-assignment: start unpaused.
+    try {
+      if (partitions.length > 0) this.client.raw.resume(partitions);
+    } catch (err) {
+      this.logger.debug({ err }, 'resume of new partitions failed');
+    }
+    this.logger.info({ generation, protocol, partitions }, 'assigned');
+    this.emit({ type: 'assigned', generation, protocol, partitions, at: Date.now() });
+    if (this.state.kind === 'closing') {
+      // Assigned while leaving: end the streams right away; the revoke that follows releases them.
+      for (const c of controls) c.end();
+    }
+    for (const c of controls) this.partitionStreams.next(c);
+  }
+
+  private onRevoke(assignment: Assignment[]): void {
+    const generation = ++this.generation;
+    const protocol = this.protocol();
+    const partitions = list(assignment);
+    const controls = partitions
+      .map((tp) => this.owned.get(tpKey(tp.topic, tp.partition)))
+      .filter((c): c is PartitionControl => c !== undefined);
+    this.lastControl = undefined;
+    this.lastPartition = -1;
+
+    if (this.disconnecting) {
+      // The final revoke fired by disconnect(): only unassign works now (pitfall 11).
+      for (const c of controls) c.fence('consumer closed');
+      this.unassign(partitions, protocol, generation);
+      this.forget(controls);
+      return;
+    }
+    const lostReason = this.suspectLost;
+    if (lostReason !== undefined) {
+      this.suspectLost = undefined;
+      this.lose(partitions, controls, protocol, generation, lostReason);
+      return;
+    }
+
+    const startedAt = Date.now();
+    const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
+    this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
+    this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
+    for (const c of controls) c.end();
+    const task = this.revoke(partitions, controls, protocol, generation, startedAt, inFlight)
+      .catch((err: unknown) => {
+        this.logger.error({ err, generation }, 'revoke failed');
+        this.failWith(err instanceof Error ? err : new Error(String(err)));
+      })
+      .finally(() => {
+        this.revokes.delete(task);
+        this.notifyChanged();
+      });
+    this.revokes.add(task);
+  }
+
+  /** drain → commit (confirmed) → unassign, within the drain deadline. */
+  private async revoke(
+    partitions: TopicPartition[],
+    controls: PartitionControl[],
+    protocol: RebalanceProtocol,
+    generation: number,
+    startedAt: number,
+    inFlight: number,
+  ): Promise<void> {
+    const total = this.settings.drainTimeoutMs;
+    const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
+    const deadline = startedAt + total;
+    const drainDeadline = deadline - commitReserve;
+
+    const drained = await this.waitUntil(() => controls.every((c) => c.isDrained), drainDeadline);
+    const stragglers = controls.filter((c) => !c.isDrained);
+    const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
+    for (const c of stragglers) c.fence('drain deadline passed');
+    const drainedAt = Date.now();
+    if (!drained) {
+      this.logger.warn(
+        {
+          generation,
+          partitions: list(stragglers),
+          stragglers: stragglerCount,
+          drainTimeoutMs: total,
+        },
+        'drain deadline passed: committing what is contiguous and releasing the partitions; the next owner may process the unfinished messages again (duplicates)',
+      );
+    }
+    this.logger.info(
+      { generation, partitions, inFlight, durationMs: drainedAt - startedAt, timedOut: !drained },
+      'drained',
+    );
+    this.emit({
+      type: 'drained',
+      generation,
+      protocol,
+      partitions,
+      inFlight,
+      stragglers: stragglerCount,
+      timedOut: !drained,
+      durationMs: drainedAt - startedAt,
+      at: drainedAt,
+    });
+
+    // A periodic commit sent earlier must settle first so it cannot land after the final one.
+    if (this.commitInFlight)
+      await this.waitUntil(() => this.commitInFlight === undefined, deadline);
+    const results = await this.commitFinal(controls, deadline);
+    const committedAt = Date.now();
+    const lost = results.filter((r) => r.status === 'lost');
+    this.logger.info(
+      { generation, results, durationMs: committedAt - drainedAt },
+      lost.length > 0 ? 'final commit refused: partitions lost' : 'committed',
+    );
+    this.emit({
+      type: 'committed',
+      generation,
+      protocol,
+      partitions,
+      results,
+      durationMs: committedAt - drainedAt,
+      at: committedAt,
+    });
+
+    this.resumeIfPaused(controls);
+    this.unassign(partitions, protocol, generation);
+    for (const c of controls) c.release();
+    this.forget(controls);
+    const revokedAt = Date.now();
+    if (lost.length > 0) {
+      const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
+      this.logger.warn({ generation, partitions, reason }, 'partitions lost');
+      this.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
+    } else {
+      this.logger.info(
+        {
+          generation,
+          partitions,
+          durationMs: revokedAt - committedAt,
+          totalMs: revokedAt - startedAt,
+        },
+        'revoked',
+      );
+      this.emit({
+        type: 'revoked',
+        generation,
+        protocol,
+        partitions,
+        durationMs: revokedAt - committedAt,
+        totalMs: revokedAt - startedAt,
+        at: revokedAt,
+      });
+    }
+  }
+
+  /** Commits the final offsets of revoked partitions and waits for the broker's answer. */
+  private async commitFinal(
+    controls: PartitionControl[],
+    deadline: number,
+  ): Promise<PartitionCommitResult[]> {
+    const results = new Map<PartitionControl, PartitionCommitResult>();
+    const toCommit: { control: PartitionControl; offset: number }[] = [];
+    for (const c of controls) {
+      let offset = c.ledger.committable();
+      if (offset === undefined) offset = this.startPosition(c);
+      if (offset === undefined || offset === c.lastCommitted) {
+        results.set(c, {
+          topic: c.topic,
+          partition: c.partition,
+          status: 'unchanged',
+          offset: c.lastCommitted,
+        });
+      } else {
+        toCommit.push({ control: c, offset });
+      }
+    }
+    let attempt = 0;
+    while (toCommit.length > 0) {
+      attempt += 1;
+      const offsets = toCommit.map(({ control, offset }) => ({
+        topic: control.topic,
+        partition: control.partition,
+        offset,
+      }));
+      const remaining = deadline - Date.now();
+      try {
+        await this.client.commit(
+          offsets,
+          Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
+        );
+        for (const { control, offset } of toCommit) {
+          control.lastCommitted = offset;
+          results.set(control, {
+            topic: control.topic,
+            partition: control.partition,
+            status: 'committed',
+            offset,
+          });
+        }
+        break;
+      } catch (err) {
+        const code = kafkaCodeOf(err);
+        const reason = errorMessage(err);
+        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
+          for (const { control } of toCommit) {
+            control.fence('lost');
+            results.set(control, {
+              topic: control.topic,
+              partition: control.partition,
+              status: 'lost',
+              reason,
+            });
+          }
+          break;
+        }
+        const retriable =
+          (code !== undefined && RETRIABLE_COMMIT_CODES.has(code)) ||
+          (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
+        if (retriable && Date.now() + 100 < deadline) {
+          this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
+          await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+          continue;
+        }
+        this.logger.warn(
+          { err, offsets, code },
+          code === Code.REBALANCE_IN_PROGRESS
+            ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
+            : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+        );
+        for (const { control, offset } of toCommit) {
+          results.set(control, {
+            topic: control.topic,
+            partition: control.partition,
+            status: 'failed',
+            offset,
+            reason,
+          });
+        }
+        break;
+      }
+    }
+    return controls.map((c) => results.get(c)!);
+  }
+
+  /**
+   * Where a partition that delivered nothing stands: its fetch position. Committing it on revoke
+   * keeps a group on `auto.offset.reset=latest` from skipping records between owners.
+   */
+  private startPosition(control: PartitionControl): number | undefined {
+    if (control.ledger.hasDeliveries) return undefined;
+    try {
+      const [pos] = this.client.raw.position([
+        { topic: control.topic, partition: control.partition },
+      ]);
+      return pos && typeof pos.offset === 'number' && pos.offset >= 0 ? pos.offset : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Partitions taken away without a chance to commit. */
+  private lose(
+    partitions: TopicPartition[],
+    controls: PartitionControl[],
+    protocol: RebalanceProtocol,
+    generation: number,
+    reason: string,
+  ): void {
+    for (const c of controls) c.fence(`partition lost: ${reason}`);
+    this.resumeIfPaused(controls);
+    this.unassign(partitions, protocol, generation);
+    this.forget(controls);
+    this.logger.warn(
+      { generation, partitions, reason },
+      'partitions lost: nothing committed; their unfinished work will be redone by the next owner',
+    );
+    this.emit({ type: 'lost', generation, protocol, partitions, reason, at: Date.now() });
+  }
+
+  private resumeIfPaused(controls: PartitionControl[]): void {
+    for (const c of controls) if (c.paused) this.setPaused(c, false);
+  }
+
+  /**
+   * Releases revoked partitions. If a newer rebalance happened meanwhile (the generation moved on),
+   * never touch the newer assignment (Backbeat BB-835): eager skips the full unassign, cooperative
+   * unassigns only partitions still assigned and not re-owned by a newer generation.
+   */
+  private unassign(
+    partitions: TopicPartition[],
+    protocolAtRevoke: RebalanceProtocol,
+    generation: number,
+  ): void {
+    const raw = this.client.raw;
+    const protocol = this.protocol() === 'NONE' ? protocolAtRevoke : this.protocol();
+    const stale = generation !== this.generation;
+    try {
+      if (protocol === 'COOPERATIVE') {
+        let targets = partitions;
+        if (stale) {
+          const assigned = new Set(raw.assignments().map((a) => tpKey(a.topic, a.partition)));
+          targets = partitions.filter((tp) => {
+            const key = tpKey(tp.topic, tp.partition);
+            const owner = this.owned.get(key);
+            return assigned.has(key) && (owner === undefined || owner.generation <= generation);
+          });
+        }
+        if (targets.length > 0) raw.incrementalUnassign(targets);
+      } else if (stale) {
+        this.logger.warn(
+          { generation, current: this.generation },
+          'skipped a stale unassign: a newer assignment arrived meanwhile',
+        );
+      } else {
+        raw.unassign();
+      }
+    } catch (err) {
+      const code = kafkaCodeOf(err);
+      this.logger.warn({ err, code, partitions, generation }, 'unassign failed');
+    }
+  }
+
+  private forget(controls: PartitionControl[]): void {
+    for (const c of controls) {
+      if (this.owned.get(c.key) === c) this.owned.delete(c.key);
+    }
+    this.lastControl = undefined;
+    this.lastPartition = -1;
+    this.notifyChanged();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Errors
+
+  private onConsumeError(err: KafkaClientError): void {
+    const code = err.kafkaCode;
+    if (code === Code.MAX_POLL_EXCEEDED) {
+      this.suspectLost = 'max.poll.interval.ms exceeded';
+      this.logger.warn(
+        { err },
+        'max.poll.interval.ms exceeded: the assignment will be treated as lost',
+      );
+    } else if (TERMINAL_CODES.has(code) || err.fatal) {
+      this.failWith(err);
+    } else if (code === Code.AUTO_OFFSET_RESET) {
+      this.logger.warn({ err }, 'offset reset: records may have been skipped');
+    } else {
+      this.logger.warn({ err, code }, 'consume error');
+    }
+  }
+
+  private onClientError(raw: LibrdKafkaError): void {
+    const err = toKafkaError(raw, 'client error');
+    const code = err.kafkaCode;
+    if (
+      code === Code.MAX_POLL_EXCEEDED ||
+      code === Code.FENCED_MEMBER_EPOCH ||
+      code === Code.UNKNOWN_MEMBER_ID
+    ) {
+      this.suspectLost = err.message;
+      this.logger.warn({ err, code }, 'group membership lost: the next revoke is treated as lost');
+      return;
+    }
+    if (err.fatal || TERMINAL_CODES.has(code)) {
+      this.logger.error({ err, code }, 'fatal client error');
+      this.failWith(err);
+      return;
+    }
+    // Transport errors, all brokers down, …: librdkafka reconnects by itself.
+    this.logger.warn({ err, code }, 'client error (librdkafka retries)');
+  }
+
+  private onClientLog(log: { severity: number; fac: string; message: string }): void {
+    const entry = { fac: log.fac, severity: log.severity };
+    if (log.severity <= 2) this.logger.error(entry, log.message);
+    else if (log.severity <= 4) this.logger.warn(entry, log.message);
+    else if (log.severity <= 6) this.logger.info(entry, log.message);
+    else this.logger.debug(entry, log.message);
+  }
+
+  /** Ends the engine with an error: closes gracefully, then errors the partition stream. */
+  failWith(err: Error): void {
+    if (this.failure) return;
+    this.failure = err;
+    void this.close();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Close
+
+  /** Graceful shutdown, bounded by `closeTimeoutMs`. Idempotent. */
+  close(): Promise<void> {
+    this.closePromise ??= this.doClose();
+    return this.closePromise;
+  }
+
+  private async doClose(): Promise<void> {
+    const startedAt = Date.now();
+    const deadline = startedAt + this.settings.closeTimeoutMs;
+    if (this.state.kind === 'idle') {
+      this.state = { kind: 'closed' };
+      this.finish();
+      return;
+    }
+    if (this.state.kind === 'connecting') {
+      this.state = { kind: 'closing' };
+      await this.startPromise?.catch(() => undefined);
+      if (!this.looping) {
+        await this.client.disconnect().catch(() => undefined);
+        this.state = { kind: 'closed' };
+        this.finish();
+        return;
+      }
+    }
+    this.state = { kind: 'closing' };
+    this.logger.info({ partitions: this.owned.size }, 'closing');
+    // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
+    for (const c of this.owned.values()) c.end();
+    if (this.owned.size > 0) {
+      try {
+        this.client.raw.unsubscribe();
+      } catch (err) {
+        this.logger.warn({ err }, 'unsubscribe failed');
+      }
+      const released = await this.waitUntil(
+        () => this.owned.size === 0 && this.revokes.size === 0,
+        deadline - 2000,
+      );
+      if (!released) {
+        this.logger.warn(
+          { partitions: list([...this.owned.values()]) },
+          'close deadline passed before every partition was released; unfinished work may be processed again (duplicates)',
+        );
+      }
+    }
+    if (this.commitInFlight)
+      await this.waitUntil(() => this.commitInFlight === undefined, deadline);
+    this.looping = false;
+    await this.loopDone;
+    this.disconnecting = true;
+    for (const c of this.owned.values()) c.fence('consumer closed');
+    await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 5000));
+    for (const c of this.owned.values()) c.release();
+    this.owned.clear();
+    this.state = { kind: 'closed' };
+    this.logger.info({ durationMs: Date.now() - startedAt }, 'closed');
+    this.finish();
+  }
+
+  private finish(): void {
+    this.rebalances.complete();
+    if (this.failure) this.partitionStreams.error(this.failure);
+    else this.partitionStreams.complete();
+  }
+
+  /** Rejects operations on a closed engine. */
+  assertOpen(): void {
+    if (this.state.kind === 'closing' || this.state.kind === 'closed' || this.closePromise) {
+      throw new ClosedError('The consumer is closed');
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Waiting on conditions without per-message timers
+
+  private notifyChanged(): void {
+    for (const fn of [...this.changed]) fn();
+  }
+
+  /** Resolves true once `condition` holds, or false when the deadline passes. */
+  private waitUntil(condition: () => boolean, deadline: number): Promise<boolean> {
+    if (condition()) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const check = (): void => {
+        if (condition()) done(true);
+      };
+      const timer = setTimeout(() => done(condition()), Math.max(0, deadline - Date.now()));
+      const done = (value: boolean): void => {
+        clearTimeout(timer);
+        this.changed.delete(check);
+        resolve(value);
+      };
+      this.changed.add(check);
+    });
+  }
+
+  private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      promise,
+      new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          this.logger.warn({ ms }, 'disconnect did not finish in time');
+          resolve();
+        }, ms);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,84 @@
+import { Observable } from 'rxjs';
+
+/**
+ * A FIFO concurrency limiter shared by every partition of one pipeline: at most `max` tasks run at
+ * once and waiting tasks start in arrival order. Each partition has at most `partitionConcurrency`
+ * tasks waiting, so with fewer slots than partitions every partition still progresses.
+ */
+export class FairLimiter {
+  private active = 0;
+  private queue: (() => void)[] = [];
+  private head = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** Runs `task` once a slot is free; unsubscribing before it starts gives the place up. */
+  run<T>(task: () => Observable<T>): Observable<T> {
+    return new Observable<T>((subscriber) => {
+      let cancelled = false;
+      let released = false;
+      const release = (): void => {
+        if (released) return;
+        released = true;
+        this.release();
+      };
+      let teardown: (() => void) | undefined;
+      const start = (): void => {
+        if (cancelled) {
+          release();
+          return;
+        }
+        const sub = task().subscribe({
+          next: (v) => subscriber.next(v),
+          error: (e: unknown) => {
+            release();
+            subscriber.error(e);
+          },
+          complete: () => {
+            release();
+            subscriber.complete();
+          },
+        });
+        teardown = () => {
+          sub.unsubscribe();
+          release();
+        };
+      };
+      if (this.active < this.max) {
+        this.active += 1;
+        start();
+      } else {
+        this.queue.push(start);
+      }
+      return () => {
+        cancelled = true;
+        teardown?.();
+      };
+    });
+  }
+
+  /** Tasks running now. */
+  get running(): number {
+    return this.active;
+  }
+
+  /** Tasks waiting for a slot (including given-up places not yet skipped). */
+  get waiting(): number {
+    return this.queue.length - this.head;
+  }
+
+  private release(): void {
+    if (this.head < this.queue.length) {
+      const next = this.queue[this.head];
+      this.queue[this.head] = undefined as unknown as () => void;
+      this.head += 1;
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue = this.queue.slice(this.head);
+        this.head = 0;
+      }
+      next?.();
+    } else {
+      this.active -= 1;
+    }
+  }
+}

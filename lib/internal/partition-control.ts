@@ -1,0 +1,174 @@
+import { Observable } from 'rxjs';
+import type { MonoTypeOperatorFunction, Subscriber } from 'rxjs';
+import type { KafkaMessage, PartitionStream } from '../types';
+import { OffsetLedger } from './offset-ledger';
+
+/**
+ * The states of one partition assignment:
+ * - `active`: messages flow to the pipeline;
+ * - `ending`: revoked or closing: no new messages, the pipeline drains what it started;
+ * - `fenced`: lost, or the drain deadline passed: late acks no longer count;
+ * - `released`: unassigned; nothing more happens.
+ */
+export type PartitionState = 'active' | 'ending' | 'fenced' | 'released';
+
+/**
+ * The control object of one partition of one assignment (one generation): its stream, its
+ * ledger, its abort signal, its backpressure counters and its drain. Owned by the consumer engine.
+ */
+export class PartitionControl implements PartitionStream {
+  readonly ledger: OffsetLedger;
+  readonly messages$: Observable<KafkaMessage>;
+  private readonly controller = new AbortController();
+  private state_: PartitionState = 'active';
+  private subscriber: Subscriber<KafkaMessage> | undefined;
+  private subscribed = false;
+  private pendingBeforeSubscribe: KafkaMessage[] = [];
+  private pipelineFinalized = false;
+  private drainedResolve!: () => void;
+  /** Resolves once the partition's pipeline is drained after `end()`. */
+  readonly drained: Promise<void>;
+  /** Payload bytes of delivered, unfinished messages. */
+  bufferedBytes = 0;
+  /** Handlers running now, when the pipeline reports them (`process()` does). */
+  running = 0;
+  private tracksRunning = false;
+  /** The last offset the broker confirmed for this assignment. */
+  lastCommitted: number | undefined;
+  /** True when the group had a committed offset for this partition at assignment. */
+  hadCommitted: boolean | undefined;
+  /** Paused by the library for backpressure. */
+  paused = false;
+
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly generation: number,
+    readonly key: string,
+    private readonly onChange: (control: PartitionControl) => void,
+  ) {
+    this.ledger = new OffsetLedger();
+    this.drained = new Promise<void>((resolve) => (this.drainedResolve = resolve));
+    this.messages$ = new Observable<KafkaMessage>((subscriber) => {
+      if (this.subscribed) {
+        subscriber.error(
+          new Error(`messages$ of ${this.topic}[${this.partition}] accepts a single subscriber`),
+        );
+        return undefined;
+      }
+      this.subscribed = true;
+      this.subscriber = subscriber;
+      const pending = this.pendingBeforeSubscribe;
+      this.pendingBeforeSubscribe = [];
+      for (const m of pending) subscriber.next(m);
+      if (this.state_ !== 'active') subscriber.complete();
+      return () => {
+        this.subscriber = undefined;
+      };
+    });
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get state(): PartitionState {
+    return this.state_;
+  }
+
+  get active(): boolean {
+    return this.state_ === 'active';
+  }
+
+  /** Handlers in flight: reported by the pipeline, or delivered-but-unacked messages. */
+  get inFlight(): number {
+    return this.tracksRunning ? this.running : this.ledger.unfinished;
+  }
+
+  /** Hands a message to the pipeline. Returns false (message dropped) unless the partition is active. */
+  push(message: KafkaMessage): boolean {
+    if (this.state_ !== 'active') return false;
+    this.ledger.deliver(message.offset);
+    this.bufferedBytes += message.size;
+    if (this.subscriber) this.subscriber.next(message);
+    else this.pendingBeforeSubscribe.push(message);
+    return true;
+  }
+
+  ack(message: KafkaMessage): void {
+    if (message.generation !== this.generation || message.partition !== this.partition) return;
+    if (this.state_ === 'fenced' || this.state_ === 'released') return;
+    if (!this.ledger.complete(message.offset)) return;
+    this.bufferedBytes -= message.size;
+    this.checkDrained();
+    this.onChange(this);
+  }
+
+  acknowledge<T extends KafkaMessage>(): MonoTypeOperatorFunction<T> {
+    return (source) =>
+      new Observable<T>((subscriber) => {
+        const sub = source.subscribe({
+          next: (m) => {
+            this.ack(m);
+            subscriber.next(m);
+          },
+          error: (e: unknown) => subscriber.error(e),
+          complete: () => subscriber.complete(),
+        });
+        return () => {
+          sub.unsubscribe();
+          this.pipelineDone();
+        };
+      });
+  }
+
+  /** Used by `process()`: the pipeline reports running handlers itself. */
+  trackRunning(): void {
+    this.tracksRunning = true;
+  }
+
+  /** The pipeline consuming this partition finished (completed, failed or unsubscribed). */
+  pipelineDone(): void {
+    if (this.pipelineFinalized) return;
+    this.pipelineFinalized = true;
+    this.checkDrained();
+    this.onChange(this);
+  }
+
+  /**
+   * Stops delivery (revoke or close): buffered messages not yet handed over are dropped, the stream
+   * completes, and the drain begins.
+   */
+  end(): void {
+    if (this.state_ !== 'active') return;
+    this.state_ = 'ending';
+    this.pendingBeforeSubscribe = [];
+    this.subscriber?.complete();
+    if (!this.subscribed) this.pipelineFinalized = true;
+    this.checkDrained();
+  }
+
+  /** The partition is lost or its deadline passed: abort its signal and ignore later acks. */
+  fence(reason: string): void {
+    if (this.state_ === 'released') return;
+    this.end();
+    this.state_ = 'fenced';
+    if (!this.controller.signal.aborted) this.controller.abort(new Error(reason));
+    this.drainedResolve();
+  }
+
+  /** The partition was unassigned. */
+  release(): void {
+    this.end();
+    this.state_ = 'released';
+    this.drainedResolve();
+  }
+
+  get isDrained(): boolean {
+    return this.state_ !== 'active' && (this.pipelineFinalized || this.ledger.idle);
+  }
+
+  private checkDrained(): void {
+    if (this.isDrained) this.drainedResolve();
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * The subset of node-rdkafka the library uses, its error codes, and error normalisation. node-rdkafka
+ * is CommonJS; this module is the only place that loads it.
+ */
+import * as Kafka from 'node-rdkafka';
+import type {
+  Assignment,
+  ConsumerGlobalConfig,
+  ConsumerTopicConfig,
+  KafkaConsumer,
+  LibrdKafkaError,
+  Message,
+  TopicPartitionOffset,
+} from 'node-rdkafka';
+import { KafkaClientError, NativeFeatureMissingError } from '../errors';
+
+export type { Assignment, LibrdKafkaError, Message, TopicPartitionOffset };
+
+/** The methods and events of node-rdkafka's `KafkaConsumer` the library relies on. */
+export type RdKafkaConsumer = Pick<
+  KafkaConsumer,
+  | 'connect'
+  | 'disconnect'
+  | 'isConnected'
+  | 'subscribe'
+  | 'unsubscribe'
+  | 'consume'
+  | 'setDefaultConsumeTimeout'
+  | 'commit'
+  | 'committed'
+  | 'assign'
+  | 'unassign'
+  | 'incrementalAssign'
+  | 'incrementalUnassign'
+  | 'rebalanceProtocol'
+  | 'assignments'
+  | 'pause'
+  | 'resume'
+  | 'position'
+  | 'queryWatermarkOffsets'
+  | 'getMetadata'
+  | 'on'
+  | 'once'
+  | 'removeListener'
+>;
+
+/** Signature of librdkafka's rebalance callback as node-rdkafka calls it. */
+export type RebalanceCallback = (err: LibrdKafkaError, assignment: Assignment[]) => void;
+
+/** Builds the native consumer; tests inject a deterministic fake instead. */
+export type ConsumerFactory = (
+  globalConfig: ConsumerGlobalConfig,
+  topicConfig: ConsumerTopicConfig,
+) => RdKafkaConsumer;
+
+export const defaultConsumerFactory: ConsumerFactory = (globalConfig, topicConfig) =>
+  new Kafka.KafkaConsumer(globalConfig, topicConfig);
+
+const E = Kafka.CODES.ERRORS;
+
+/** librdkafka error codes the library reacts to. */
+export const Code = {
+  ASSIGN_PARTITIONS: E.ERR__ASSIGN_PARTITIONS,
+  REVOKE_PARTITIONS: E.ERR__REVOKE_PARTITIONS,
+  NO_OFFSET: E.ERR__NO_OFFSET,
+  TIMED_OUT: E.ERR__TIMED_OUT,
+  STATE: E.ERR__STATE,
+  INVALID_ARG: E.ERR__INVALID_ARG,
+  MAX_POLL_EXCEEDED: E.ERR__MAX_POLL_EXCEEDED,
+  ASSIGNMENT_LOST: E.ERR__ASSIGNMENT_LOST,
+  FATAL: E.ERR__FATAL,
+  AUTHENTICATION: E.ERR__AUTHENTICATION,
+  TRANSPORT: E.ERR__TRANSPORT,
+  ALL_BROKERS_DOWN: E.ERR__ALL_BROKERS_DOWN,
+  PARTITION_EOF: E.ERR__PARTITION_EOF,
+  UNKNOWN_TOPIC: E.ERR__UNKNOWN_TOPIC,
+  UNKNOWN_PARTITION: E.ERR__UNKNOWN_PARTITION,
+  RESOLVE: E.ERR__RESOLVE,
+  DESTROY: E.ERR__DESTROY,
+  AUTO_OFFSET_RESET: E.ERR__AUTO_OFFSET_RESET,
+  UNKNOWN_TOPIC_OR_PART: E.ERR_UNKNOWN_TOPIC_OR_PART,
+  COORDINATOR_NOT_AVAILABLE: E.ERR_COORDINATOR_NOT_AVAILABLE,
+  NOT_COORDINATOR: E.ERR_NOT_COORDINATOR,
+  ILLEGAL_GENERATION: E.ERR_ILLEGAL_GENERATION,
+  UNKNOWN_MEMBER_ID: E.ERR_UNKNOWN_MEMBER_ID,
+  REBALANCE_IN_PROGRESS: E.ERR_REBALANCE_IN_PROGRESS,
+  TOPIC_AUTHORIZATION_FAILED: E.ERR_TOPIC_AUTHORIZATION_FAILED,
+  GROUP_AUTHORIZATION_FAILED: E.ERR_GROUP_AUTHORIZATION_FAILED,
+  SASL_AUTHENTICATION_FAILED: E.ERR_SASL_AUTHENTICATION_FAILED,
+  FENCED_INSTANCE_ID: E.ERR_FENCED_INSTANCE_ID,
+  FENCED_MEMBER_EPOCH: E.ERR_FENCED_MEMBER_EPOCH,
+  UNRELEASED_INSTANCE_ID: E.ERR_UNRELEASED_INSTANCE_ID,
+  STALE_MEMBER_EPOCH: E.ERR_STALE_MEMBER_EPOCH,
+} as const;
+
+/** Commit errors that mean this member no longer owns the partitions: treat them as lost. */
+export const OWNERSHIP_LOST_CODES: ReadonlySet<number> = new Set([
+  Code.ILLEGAL_GENERATION,
+  Code.UNKNOWN_MEMBER_ID,
+  Code.FENCED_MEMBER_EPOCH,
+  Code.STALE_MEMBER_EPOCH,
+]);
+
+/** Errors that can never heal by waiting; they end the consumer. */
+export const TERMINAL_CODES: ReadonlySet<number> = new Set([
+  Code.FATAL,
+  Code.AUTHENTICATION,
+  Code.SASL_AUTHENTICATION_FAILED,
+  Code.GROUP_AUTHORIZATION_FAILED,
+  Code.FENCED_INSTANCE_ID,
+  Code.UNRELEASED_INSTANCE_ID,
+]);
+
+/** librdkafka features the library (and its tests) need from the native build. */
+export const REQUIRED_FEATURES = ['zstd', 'lz4', 'ssl', 'sasl_scram'] as const;
+
+/** Debian package whose `-dev` files must be present when node-rdkafka compiles, per feature. */
+export const FEATURE_PACKAGES: Readonly<Record<string, string>> = {
+  zstd: 'libzstd-dev',
+  lz4: 'liblz4-dev',
+  ssl: 'libssl-dev',
+  sasl_scram: 'libssl-dev and libsasl2-dev',
+  gzip: 'zlib1g-dev',
+};
+
+/** The installed librdkafka's version and compiled-in features. */
+export function nativeInfo(): { librdkafkaVersion: string; features: readonly string[] } {
+  return { librdkafkaVersion: Kafka.librdkafkaVersion, features: Kafka.features };
+}
+
+/** Throws {@link NativeFeatureMissingError} naming the Debian packages to install when features are absent. */
+export function assertNativeFeatures(required: readonly string[] = REQUIRED_FEATURES): void {
+  const have = new Set(Kafka.features);
+  const missing = required.filter((f) => !have.has(f));
+  if (missing.length === 0) return;
+  const packages = [...new Set(missing.map((f) => FEATURE_PACKAGES[f] ?? `the library for ${f}`))];
+  throw new NativeFeatureMissingError(
+    `node-rdkafka's librdkafka ${Kafka.librdkafkaVersion} was built without ${missing.join(', ')}. ` +
+      `Install ${packages.join(', ')} and rebuild it (npm rebuild node-rdkafka).`,
+    missing,
+  );
+}
+
+/**
+ * Normalises the error shapes node-rdkafka produces: `LibrdKafkaError`s, plain `Error`s thrown by
+ * `assign`/`unassign` (numeric code lost, see the pitfalls notes §5), and `{message, code}` objects.
+ */
+export function toKafkaError(err: unknown, context: string): KafkaClientError {
+  if (err instanceof KafkaClientError) return err;
+  const e = (err ?? {}) as Partial<LibrdKafkaError> & { message?: string };
+  const code = typeof e.code === 'number' ? e.code : -1;
+  const message = typeof e.message === 'string' ? e.message : String(err);
+  return new KafkaClientError(`${context}: ${message}`, {
+    kafkaCode: code,
+    fatal: e.isFatal === true || code === Code.FATAL,
+    retriable: e.isRetriable === true,
+    cause: err,
+  });
+}
+
+/** The numeric librdkafka code of an error of any shape, or undefined. */
+export function kafkaCodeOf(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const e = err as { kafkaCode?: unknown; code?: unknown };
+  if (typeof e.kafkaCode === 'number') return e.kafkaCode;
+  if (typeof e.code === 'number') return e.code;
+  return undefined;
+}

@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { ConfigError, DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib';
+import type { ReactiveConsumerOptions } from '../lib';
+import { ConsumerClient } from '../lib/internal/consumer-client';
+
+const base = (
+  extra: Record<string, unknown> = {},
+  options: Partial<ReactiveConsumerOptions> = {},
+) =>
+  ({
+    config: { 'bootstrap.servers': '127.0.0.1:9092', 'group.id': 'g', ...extra },
+    topics: ['t'],
+    ...options,
+  }) as ReactiveConsumerOptions;
+
+function rejects(options: ReactiveConsumerOptions, key: string, pattern?: RegExp): void {
+  assert.throws(
+    () => resolveSettings(options),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError, `expected ConfigError, got ${String(err)}`);
+      assert.equal(err.key, key);
+      if (pattern) assert.match(err.message, pattern);
+      return true;
+    },
+  );
+}
+
+describe('resolveSettings', () => {
+  it('applies documented defaults', () => {
+    const s = resolveSettings(base());
+    assert.equal(s.maxPollIntervalMs, 300_000);
+    assert.equal(s.drainTimeoutMs, 300_000 * DEFAULT_DRAIN_FRACTION);
+    assert.equal(s.groupProtocol, 'classic');
+    assert.equal(s.globalConfig['enable.auto.commit'], false);
+    assert.equal(s.globalConfig['enable.auto.offset.store'], false);
+    assert.equal(s.globalConfig['queued.max.messages.kbytes'], 16_384);
+    assert.deepEqual(s.topics, ['t']);
+  });
+
+  it('derives the drain deadline from max.poll.interval.ms', () => {
+    const s = resolveSettings(
+      base({ 'max.poll.interval.ms': 20_000, 'session.timeout.ms': 10_000 }),
+    );
+    assert.equal(s.drainTimeoutMs, 12_000);
+  });
+
+  it('keeps the user prefetch bounds', () => {
+    const s = resolveSettings(base({ 'queued.max.messages.kbytes': 1024 }));
+    assert.equal(s.globalConfig['queued.max.messages.kbytes'], 1024);
+  });
+
+  it('accepts a single topic string', () => {
+    assert.deepEqual(resolveSettings(base({}, { topics: 'orders' })).topics, ['orders']);
+  });
+
+  it('requires bootstrap.servers', () => {
+    rejects(
+      { config: { 'group.id': 'g' }, topics: ['t'] } as ReactiveConsumerOptions,
+      'bootstrap.servers',
+    );
+  });
+
+  it('requires group.id', () => {
+    rejects(
+      { config: { 'bootstrap.servers': 'x' }, topics: ['t'] } as ReactiveConsumerOptions,
+      'group.id',
+    );
+  });
+
+  it('requires topics', () => {
+    rejects(base({}, { topics: [] }), 'topics');
+    rejects(base({}, { topics: [''] }), 'topics');
+  });
+
+  it('rejects auto commit, which would commit unprocessed work', () => {
+    rejects(base({ 'enable.auto.commit': true }), 'enable.auto.commit', /library commits/);
+  });
+
+  it('rejects the automatic offset store', () => {
+    rejects(base({ 'enable.auto.offset.store': true }), 'enable.auto.offset.store');
+  });
+
+  it('allows the owned settings at their safe value', () => {
+    const s = resolveSettings(
+      base({ 'enable.auto.commit': false, 'enable.auto.offset.store': 'false' }),
+    );
+    assert.equal(s.globalConfig['enable.auto.commit'], false);
+  });
+
+  it('rejects a user rebalance_cb and offset_commit_cb', () => {
+    rejects(base({ rebalance_cb: () => undefined }), 'rebalance_cb', /own assignment/);
+    rejects(base({ offset_commit_cb: true }), 'offset_commit_cb');
+  });
+
+  for (const key of [
+    'session.timeout.ms',
+    'heartbeat.interval.ms',
+    'partition.assignment.strategy',
+    'group.protocol.type',
+  ]) {
+    it(`rejects ${key} with group.protocol=consumer`, () => {
+      const value =
+        key === 'partition.assignment.strategy'
+          ? 'range'
+          : key === 'group.protocol.type'
+            ? 'consumer'
+            : 6000;
+      rejects(base({ 'group.protocol': 'consumer', [key]: value }), key, /KIP-848/);
+    });
+  }
+
+  it('rejects an unknown group.protocol', () => {
+    rejects(base({ 'group.protocol': 'streams' }), 'group.protocol');
+  });
+
+  it('rejects max.poll.interval.ms below session.timeout.ms', () => {
+    rejects(
+      base({ 'max.poll.interval.ms': 5000, 'session.timeout.ms': 6000 }),
+      'max.poll.interval.ms',
+    );
+  });
+
+  it('rejects a drain deadline at or above max.poll.interval.ms', () => {
+    rejects(
+      base({}, { drainTimeoutMs: 300_000 }),
+      'drainTimeoutMs',
+      /below `max.poll.interval.ms` \(300000\), got 300000/,
+    );
+  });
+
+  for (const key of [
+    'drainTimeoutMs',
+    'commitIntervalMs',
+    'commitTimeoutMs',
+    'closeTimeoutMs',
+    'connectTimeoutMs',
+    'consumeBatchSize',
+    'maxBufferedMessages',
+    'maxBufferedBytes',
+  ]) {
+    it(`rejects a non-positive or fractional ${key}`, () => {
+      rejects(base({}, { [key]: 0 }), key);
+      rejects(base({}, { [key]: 1.5 }), key);
+      rejects(base({}, { [key]: '10' as unknown as number }), key);
+    });
+  }
+
+  it('rejects a resume threshold outside [0, 1)', () => {
+    rejects(base({}, { resumeThreshold: 1 }), 'resumeThreshold');
+    rejects(base({}, { resumeThreshold: -0.1 }), 'resumeThreshold');
+  });
+
+  it('rejects a logger that is not a pino logger', () => {
+    rejects(base({}, { logger: {} as never }), 'logger');
+  });
+
+  it('rejects a non-numeric max.poll.interval.ms', () => {
+    rejects(base({ 'max.poll.interval.ms': 'soon' }), 'max.poll.interval.ms');
+  });
+});
+
+describe('librdkafka config checks', () => {
+  const logger = pino({ level: 'silent' });
+  const create = (extra: Record<string, unknown>, topicConfig: Record<string, unknown> = {}) =>
+    new ConsumerClient(resolveSettings(base(extra, { topicConfig })), logger, () => undefined);
+
+  it('names an unknown key', () => {
+    assert.throws(
+      () => create({ 'no.such.key': 1 }),
+      (err: unknown) => err instanceof ConfigError && err.key === 'no.such.key',
+    );
+  });
+
+  it('names a key with a bad value', () => {
+    assert.throws(
+      () => create({ 'fetch.wait.max.ms': 'abc' }),
+      (err: unknown) => err instanceof ConfigError && err.key === 'fetch.wait.max.ms',
+    );
+  });
+
+  it('names a topic key with a bad value', () => {
+    assert.throws(
+      () => create({}, { 'auto.offset.reset': 'bogus' }),
+      (err: unknown) => err instanceof ConfigError && err.key === 'auto.offset.reset',
+    );
+  });
+
+  it('accepts a valid configuration', () => {
+    assert.ok(create({ 'fetch.wait.max.ms': 100 }).raw);
+  });
+});

@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import {
+  AlreadySubscribedError,
+  ClosedError,
+  CommitError,
+  ConfigError,
+  ConnectError,
+  ErrorCode,
+  HandlerError,
+  KafkaClientError,
+  NativeFeatureMissingError,
+  ReactiveKafkaError,
+  TimeoutError,
+  hasErrorCode,
+} from '../lib';
+
+describe('errors', () => {
+  const cases: [ReactiveKafkaError, string][] = [
+    [new ConfigError('m', 'group.id'), ErrorCode.Config],
+    [new NativeFeatureMissingError('m', ['zstd']), ErrorCode.NativeFeatureMissing],
+    [new ConnectError('m'), ErrorCode.Connect],
+    [new KafkaClientError('m', { kafkaCode: -195 }), ErrorCode.Kafka],
+    [new CommitError('m', 27, []), ErrorCode.Commit],
+    [new AlreadySubscribedError('m'), ErrorCode.AlreadySubscribed],
+    [new ClosedError('m'), ErrorCode.Closed],
+    [new HandlerError('m', { topic: 't', partition: 0, offset: 1 }), ErrorCode.Handler],
+    [new TimeoutError('m', 'drain', 10), ErrorCode.Timeout],
+  ];
+
+  it('gives every error class its own stable code', () => {
+    for (const [err, code] of cases) {
+      assert.equal(err.code, code, err.name);
+      assert.ok(hasErrorCode(err, code as ErrorCode));
+      assert.ok(err instanceof ReactiveKafkaError);
+      assert.ok(err instanceof Error);
+    }
+    assert.equal(new Set(cases.map(([e]) => e.code)).size, Object.keys(ErrorCode).length);
+  });
+
+  it('names the class and keeps the cause', () => {
+    const cause = new Error('boom');
+    const err = new HandlerError(
+      'handler failed',
+      { topic: 't', partition: 2, offset: 7 },
+      { cause },
+    );
+    assert.equal(err.name, 'HandlerError');
+    assert.equal(err.cause, cause);
+    assert.deepEqual(err.coordinates, { topic: 't', partition: 2, offset: 7 });
+    assert.equal(err.retriable, false);
+  });
+
+  it('does not match plain errors or other codes', () => {
+    assert.equal(hasErrorCode(new Error('x'), ErrorCode.Config), false);
+    assert.equal(hasErrorCode(null, ErrorCode.Config), false);
+    assert.equal(hasErrorCode(new ClosedError('x'), ErrorCode.Config), false);
+  });
+});

@@ -1,0 +1,323 @@
+/**
+ * A deterministic fake of the node-rdkafka KafkaConsumer subset the library uses. It follows the
+ * binding's behaviours that the contract tests confirm on the real broker:
+ * - commit results are delivered only from inside consume() (served by the consume loop);
+ * - while a revoke awaits its unassign, consume() returns no messages at all (librdkafka pauses the
+ *   whole assignment);
+ * - during disconnect() a still-assigned consumer gets a final revoke in which only unassign works;
+ * - incrementalUnassign of a partition not assigned throws ERR__INVALID_ARG.
+ */
+import { EventEmitter } from 'node:events';
+import * as Kafka from 'node-rdkafka';
+import type { Assignment, Message, TopicPartitionOffset } from 'node-rdkafka';
+
+const E = Kafka.CODES.ERRORS;
+type Protocol = 'EAGER' | 'COOPERATIVE';
+export type Call =
+  | { op: 'connect' | 'disconnect' | 'unassign' | 'unsubscribe' }
+  | { op: 'subscribe'; topics: string[] }
+  | {
+      op: 'assign' | 'incrementalAssign' | 'incrementalUnassign' | 'pause' | 'resume';
+      partitions: string[];
+    }
+  | { op: 'commit'; offsets: string[] };
+
+const key = (t: { topic: string; partition: number }): string => `${t.topic}[${t.partition}]`;
+
+export interface FakeOptions {
+  protocol?: Protocol;
+  /** Decides each commit's result: a librdkafka error code, or undefined for success. */
+  commitResult?: (offsets: TopicPartitionOffset[]) => number | undefined;
+  /** Consume calls before a commit result is delivered. @default 1 */
+  commitLatencyPolls?: number;
+  connectError?: string;
+}
+
+export class FakeConsumer extends EventEmitter {
+  readonly calls: Call[] = [];
+  readonly commits = new Map<string, number>();
+  protocol: Protocol;
+  private connected = false;
+  private assignment: Assignment[] = [];
+  private readonly queues = new Map<string, Message[]>();
+  private readonly paused = new Set<string>();
+  private revokePending = false;
+  private pendingResults: { polls: number; err?: number; offsets: TopicPartitionOffset[] }[] = [];
+  private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
+  private nextOffset = new Map<string, number>();
+  private rr = 0;
+  consumeCalls = 0;
+
+  constructor(
+    readonly config: Record<string, unknown>,
+    private readonly options: FakeOptions = {},
+  ) {
+    super();
+    this.protocol = options.protocol ?? 'EAGER';
+    this.rebalanceCb = config.rebalance_cb as never;
+  }
+
+  // --- test controls ---------------------------------------------------------------------------
+
+  /** Appends records to a partition's log (they become consumable when assigned and not paused). */
+  produce(topic: string, partition: number, count: number, size = 10): void {
+    const k = key({ topic, partition });
+    const q = this.queues.get(k) ?? [];
+    let offset = this.nextOffset.get(k) ?? 0;
+    for (let i = 0; i < count; i++) {
+      q.push({
+        topic,
+        partition,
+        offset,
+        key: Buffer.from(`k${offset}`),
+        value: Buffer.alloc(size, 1),
+        size,
+        timestamp: 1,
+        headers: [{ h: Buffer.from('1') }, { h: Buffer.from('2') }],
+      });
+      offset += 1;
+    }
+    this.nextOffset.set(k, offset);
+    this.queues.set(k, q);
+  }
+
+  /** Fires an ASSIGN rebalance callback. */
+  rebalanceAssign(partitions: { topic: string; partition: number }[]): void {
+    this.rebalanceCb(
+      { code: E.ERR__ASSIGN_PARTITIONS, message: 'assign' },
+      partitions.map((p) => ({ ...p })),
+    );
+  }
+
+  /** Fires a REVOKE rebalance callback; consume() returns nothing until the app unassigns. */
+  rebalanceRevoke(partitions: { topic: string; partition: number }[]): void {
+    this.revokePending = true;
+    this.rebalanceCb(
+      { code: E.ERR__REVOKE_PARTITIONS, message: 'revoke' },
+      partitions.map((p) => ({ ...p })),
+    );
+  }
+
+  /** Messages of a partition not consumed yet. */
+  remaining(topic: string, partition: number): number {
+    return this.queues.get(key({ topic, partition }))?.length ?? 0;
+  }
+
+  /** Delivers a message for a partition regardless of assignment (a late delivery). */
+  injectLate: Message[] = [];
+
+  isPaused(topic: string, partition: number): boolean {
+    return this.paused.has(key({ topic, partition }));
+  }
+
+  ops(): string[] {
+    return this.calls.map((c) => {
+      if ('partitions' in c) return `${c.op}(${c.partitions.join(',')})`;
+      if ('offsets' in c) return `commit(${c.offsets.join(',')})`;
+      if ('topics' in c) return `subscribe(${c.topics.join(',')})`;
+      return c.op;
+    });
+  }
+
+  // --- node-rdkafka surface --------------------------------------------------------------------
+
+  connect(_opts: unknown, cb: (err: Error | null, info?: unknown) => void): this {
+    this.calls.push({ op: 'connect' });
+    setImmediate(() => {
+      if (this.options.connectError) cb(new Error(this.options.connectError));
+      else {
+        this.connected = true;
+        cb(null, { name: 'fake' });
+      }
+    });
+    return this;
+  }
+
+  disconnect(cb?: () => void): this {
+    this.calls.push({ op: 'disconnect' });
+    if (this.assignment.length > 0) {
+      // librdkafka's close() fires a final revoke in which only unassign works.
+      this.revokePending = true;
+      this.connected = false;
+      this.rebalanceCb(
+        { code: E.ERR__REVOKE_PARTITIONS, message: 'revoke' },
+        this.assignment.map((p) => ({ ...p })),
+      );
+    }
+    this.connected = false;
+    setImmediate(() => cb?.());
+    return this;
+  }
+
+  isConnected(): boolean {
+    return this.connected;
+  }
+
+  subscribe(topics: string[]): this {
+    this.calls.push({ op: 'subscribe', topics: [...topics] });
+    return this;
+  }
+
+  unsubscribe(): this {
+    this.calls.push({ op: 'unsubscribe' });
+    if (this.assignment.length > 0) {
+      const revoked = this.assignment.map((p) => ({ ...p }));
+      setImmediate(() => this.rebalanceRevoke(revoked));
+    }
+    return this;
+  }
+
+  private consumeTimeout = 1000;
+  setDefaultConsumeTimeout(ms: number): void {
+    this.consumeTimeout = ms;
+  }
+
+  consume(
+    n: number,
+    cb: (err: { code: number; message: string } | null, messages: Message[]) => void,
+  ): void {
+    this.consumeCalls += 1;
+    // Commit results are served from inside consume().
+    const due = this.pendingResults.filter((r) => --r.polls <= 0);
+    this.pendingResults = this.pendingResults.filter((r) => r.polls > 0);
+    const out: Message[] = [];
+    if (this.injectLate.length > 0) out.push(...this.injectLate.splice(0));
+    if (!this.revokePending) {
+      const active = this.assignment.filter((a) => !this.paused.has(key(a)));
+      for (let i = 0; i < active.length && out.length < n; i++) {
+        const a = active[(this.rr + i) % active.length]!;
+        const q = this.queues.get(key(a));
+        while (q && q.length > 0 && out.length < n) out.push(q.shift()!);
+      }
+      this.rr += 1;
+    }
+    const delay = out.length > 0 ? 0 : Math.min(this.consumeTimeout, 2);
+    setTimeout(() => {
+      for (const r of due) {
+        const err =
+          r.err === undefined
+            ? undefined
+            : Object.assign(new Error(`commit error ${r.err}`), { code: r.err });
+        if (r.err === undefined) for (const o of r.offsets) this.commits.set(key(o), o.offset);
+        this.emit('offset.commit', err, r.offsets);
+      }
+      cb(null, out);
+    }, delay);
+  }
+
+  commit(offsets: TopicPartitionOffset | TopicPartitionOffset[]): this {
+    const list = Array.isArray(offsets) ? offsets : [offsets];
+    this.calls.push({ op: 'commit', offsets: list.map((o) => `${key(o)}@${o.offset}`) });
+    const err = this.options.commitResult?.(list);
+    this.pendingResults.push({
+      polls: this.options.commitLatencyPolls ?? 1,
+      err,
+      offsets: list.map((o) => ({ ...o })),
+    });
+    return this;
+  }
+
+  committed(
+    tps: { topic: string; partition: number }[],
+    _timeout: number,
+    cb: (err: null, r: TopicPartitionOffset[]) => void,
+  ): this {
+    setImmediate(() =>
+      cb(
+        null,
+        tps.map((t) => ({ ...t, offset: this.commits.get(key(t)) ?? -1001 })),
+      ),
+    );
+    return this;
+  }
+
+  assign(partitions: Assignment[]): this {
+    if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
+    this.calls.push({ op: 'assign', partitions: partitions.map(key) });
+    this.assignment = partitions.map((p) => ({ topic: p.topic, partition: p.partition }));
+    this.revokePending = false;
+    return this;
+  }
+
+  unassign(): this {
+    if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
+    this.calls.push({ op: 'unassign' });
+    this.assignment = [];
+    this.revokePending = false;
+    return this;
+  }
+
+  incrementalAssign(partitions: Assignment[]): this {
+    if (this.protocol !== 'COOPERATIVE')
+      throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
+    this.calls.push({ op: 'incrementalAssign', partitions: partitions.map(key) });
+    this.assignment.push(...partitions.map((p) => ({ topic: p.topic, partition: p.partition })));
+    this.revokePending = false;
+    return this;
+  }
+
+  incrementalUnassign(partitions: Assignment[]): this {
+    if (this.protocol !== 'COOPERATIVE')
+      throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
+    const assigned = new Set(this.assignment.map(key));
+    for (const p of partitions) {
+      if (!assigned.has(key(p))) {
+        throw Object.assign(
+          new Error(`${key(p)} can't be unassigned since it is not in the current assignment`),
+          {
+            code: E.ERR__INVALID_ARG,
+          },
+        );
+      }
+    }
+    this.calls.push({ op: 'incrementalUnassign', partitions: partitions.map(key) });
+    const gone = new Set(partitions.map(key));
+    this.assignment = this.assignment.filter((a) => !gone.has(key(a)));
+    this.revokePending = false;
+    return this;
+  }
+
+  rebalanceProtocol(): string {
+    return this.protocol;
+  }
+
+  assignments(): Assignment[] {
+    return this.assignment.map((a) => ({ ...a }));
+  }
+
+  pause(tps: { topic: string; partition: number }[]): void {
+    if (!this.connected) throw new Error('KafkaConsumer is disconnected');
+    this.calls.push({ op: 'pause', partitions: tps.map(key) });
+    for (const t of tps) this.paused.add(key(t));
+  }
+
+  resume(tps: { topic: string; partition: number }[]): void {
+    if (!this.connected) throw new Error('KafkaConsumer is disconnected');
+    this.calls.push({ op: 'resume', partitions: tps.map(key) });
+    for (const t of tps) this.paused.delete(key(t));
+  }
+
+  /** Fetch position: the next offset of the partition's log (nothing consumed: where a reset lands). */
+  positions = new Map<string, number>();
+  position(tps: { topic: string; partition: number }[]): TopicPartitionOffset[] {
+    return tps.map((t) => ({ ...t, offset: this.positions.get(key(t)) ?? -1001 }));
+  }
+}
+
+/** Builds a factory that records the fake it creates. */
+export function fakeFactory(options: FakeOptions = {}): {
+  factory: (g: Record<string, unknown>) => never;
+  fake: () => FakeConsumer;
+} {
+  let created: FakeConsumer | undefined;
+  return {
+    factory: (g) => {
+      created = new FakeConsumer(g, options);
+      return created as never;
+    },
+    fake: () => {
+      if (!created) throw new Error('no consumer created yet');
+      return created;
+    },
+  };
+}

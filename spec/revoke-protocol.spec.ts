@@ -1,0 +1,227 @@
+import assert from 'node:assert/strict';
+import { lastValueFrom, toArray } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import * as Kafka from 'node-rdkafka';
+import { ConnectError, ReactiveConsumer } from '../lib';
+import type { KafkaMessage, RebalanceEvent, ReactiveConsumerOptions } from '../lib';
+import { fakeFactory } from './fakes/fake-consumer';
+import type { FakeOptions } from './fakes/fake-consumer';
+
+const E = Kafka.CODES.ERRORS;
+const T = 'orders';
+const tp = (partition: number) => ({ topic: T, partition });
+
+function harness(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: FakeOptions = {}) {
+  const { factory, fake } = fakeFactory(fakeOptions);
+  const consumer = new ReactiveConsumer(
+    {
+      topics: [T],
+      commitIntervalMs: 20,
+      consumeTimeoutMs: 2,
+      ...options,
+      config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g', ...(options.config ?? {}) },
+    },
+    { consumerFactory: factory as never },
+  );
+  const events: RebalanceEvent[] = [];
+  consumer.rebalances$.subscribe((e) => events.push(e));
+  return { consumer, fake, events };
+}
+
+async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+describe('revoke protocol', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('releases the partition at the drain deadline, aborts the straggler and never commits its late completion', async () => {
+    const h = harness({
+      drainTimeoutMs: 200,
+      config: { 'max.poll.interval.ms': 10_000, 'session.timeout.ms': 6000 },
+    });
+    let release!: () => void;
+    const hung = new Promise<void>((r) => (release = r));
+    let signal: AbortSignal | undefined;
+    subs.push(
+      h.consumer
+        .process(
+          (m: KafkaMessage) => {
+            if (m.offset === 2) {
+              signal = m.signal;
+              return hung;
+            }
+            return undefined;
+          },
+          { partitionConcurrency: 4 },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => signal !== undefined, 'the hung handler');
+    await until(
+      () => h.fake().commits.get(`${T}[0]`) === 2,
+      'contiguous commit up to the hung message',
+    );
+    const t0 = Date.now();
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.ok(Date.now() - t0 < 2000, 'released within the deadline');
+    const drained = h.events.find((e) => e.type === 'drained');
+    assert.ok(drained?.type === 'drained' && drained.timedOut && drained.stragglers === 1);
+    assert.equal(signal?.aborted, true);
+    assert.equal(h.fake().commits.get(`${T}[0]`), 2);
+    assert.ok(h.fake().ops().includes('unassign'));
+    release();
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(h.fake().commits.get(`${T}[0]`), 2, 'the late completion is never committed');
+    await h.consumer.close();
+  });
+
+  it('turns a revoke whose commit is refused with ILLEGAL_GENERATION into lost', async () => {
+    let refuse = false;
+    const h = harness({}, { commitResult: () => (refuse ? E.ERR_ILLEGAL_GENERATION : undefined) });
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    h.fake().produce(T, 0, 3);
+    await until(() => h.fake().commits.get(`${T}[0]`) === 3, 'commit');
+    h.fake().produce(T, 0, 3);
+    await until(() => h.fake().remaining(T, 0) === 0, 'consumed');
+    refuse = true;
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'lost'), 'lost');
+    const committed = h.events.find((e) => e.type === 'committed');
+    assert.ok(committed?.type === 'committed' && committed.results[0]?.status === 'lost');
+    assert.deepEqual(
+      h.events.map((e) => e.type),
+      ['assigned', 'revoking', 'drained', 'committed', 'lost'],
+    );
+    assert.ok(h.fake().ops().includes('unassign'));
+    await h.consumer.close();
+  });
+
+  it('reports a commit rejected with REBALANCE_IN_PROGRESS as failed, never as committed', async () => {
+    let refuse = false;
+    const h = harness(
+      {},
+      { commitResult: () => (refuse ? E.ERR_REBALANCE_IN_PROGRESS : undefined) },
+    );
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    h.fake().produce(T, 0, 3);
+    await until(() => h.fake().commits.get(`${T}[0]`) === 3, 'commit');
+    refuse = true;
+    h.fake().produce(T, 0, 2);
+    await until(() => h.fake().remaining(T, 0) === 0, 'consumed');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    const committed = h.events.find((e) => e.type === 'committed');
+    assert.ok(committed?.type === 'committed');
+    assert.equal(committed.results[0]?.status, 'failed');
+    assert.equal(h.fake().commits.get(`${T}[0]`), 3);
+    await h.consumer.close();
+  });
+
+  it('never unassigns a newer assignment when a revoke is overtaken (eager)', async () => {
+    const h = harness();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    subs.push(h.consumer.process((m) => (m.offset === 0 ? gate : undefined)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 1);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.events.length === 1, 'assigned');
+    await new Promise((r) => setTimeout(r, 20));
+    h.fake().rebalanceRevoke([tp(0)]);
+    // A newer assignment arrives before the drain finished.
+    h.fake().rebalanceAssign([tp(1)]);
+    release();
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.ok(!h.fake().ops().includes('unassign'), h.fake().ops().join(' '));
+    assert.deepEqual(h.fake().assignments(), [tp(1)]);
+    await h.consumer.close();
+  });
+
+  it('keeps processing retained partitions while revoked ones drain (cooperative)', async () => {
+    const h = harness({}, { protocol: 'COOPERATIVE' });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const seen: number[] = [];
+    subs.push(
+      h.consumer
+        .process(async (m) => {
+          if (m.partition === 0 && m.offset === 0) await gate;
+          seen.push(m.partition);
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 1);
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await new Promise((r) => setTimeout(r, 20));
+    h.fake().produce(T, 1, 20);
+    await until(() => seen.filter((p) => p === 1).length === 20, 'retained partition messages');
+    h.fake().rebalanceRevoke([tp(0)]);
+    // The revoke of partition 0 is pending; partition 1 stays assigned.
+    assert.deepEqual(h.fake().assignments(), [tp(0), tp(1)]);
+    release();
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.ok(h.fake().ops().includes(`incrementalUnassign(${T}[0])`));
+    assert.deepEqual(h.fake().assignments(), [tp(1)]);
+    h.fake().produce(T, 1, 5);
+    await until(() => seen.filter((p) => p === 1).length === 25, 'partition 1 continues');
+    await h.consumer.close();
+    assert.equal(h.fake().commits.get(`${T}[1]`), 25);
+  });
+
+  it('commits the start position of a partition that delivered nothing', async () => {
+    const h = harness();
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().positions.set(`${T}[0]`, 17);
+    h.fake().rebalanceAssign([tp(0)]);
+    await new Promise((r) => setTimeout(r, 10));
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.equal(h.fake().commits.get(`${T}[0]`), 17);
+    await h.consumer.close();
+  });
+
+  it('unassigns at once in the final revoke fired by disconnect', async () => {
+    const h = harness({ closeTimeoutMs: 300, drainTimeoutMs: 100 });
+    subs.push(h.consumer.process(() => new Promise(() => undefined)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 1);
+    h.fake().rebalanceAssign([tp(0)]);
+    await new Promise((r) => setTimeout(r, 10));
+    // Make unsubscribe produce no revoke so the assignment is still there at disconnect.
+    h.fake().unsubscribe = function () {
+      return this;
+    };
+    await h.consumer.close();
+    const ops = h.fake().ops();
+    assert.ok(ops.indexOf('disconnect') < ops.lastIndexOf('unassign'), ops.join(' '));
+    assert.deepEqual(h.fake().assignments(), []);
+  });
+
+  it('errors the pipeline with a ConnectError when the cluster cannot be reached', async () => {
+    const h = harness({}, { connectError: 'Local: Broker transport failure' });
+    const err = await lastValueFrom(h.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ConnectError, String(err));
+    assert.match(err.message, /fake:9092/);
+  });
+});
