@@ -13,10 +13,8 @@ MOCHA := node_modules/.bin/mocha
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
-$(NPM_STAMP): package.json package-lock.json scripts/setup-native.sh scripts/check-native.mjs
-	bash scripts/setup-native.sh
-	npm ci --no-audit --no-fund
-	node scripts/check-native.mjs --rebuild
+$(NPM_STAMP): package.json package-lock.json scripts/install.sh scripts/setup-native.sh scripts/check-native.mjs
+	bash scripts/install.sh
 	touch $@
 
 .PHONY: install
