@@ -130,6 +130,14 @@ export class ReactiveConsumer {
   }
 
   /**
+   * The fetch position (next offset to read) of each partition this consumer owns now; `offset` is
+   * undefined until librdkafka knows it (before the first fetch of the partition).
+   */
+  positions(): { topic: string; partition: number; offset: number | undefined }[] {
+    return this.engine.positions();
+  }
+
+  /**
    * Graceful shutdown: stops intake, drains in-flight handlers, commits (confirmed by the broker),
    * leaves the group and disconnects, within `closeTimeoutMs`. Idempotent; safe before the first
    * assignment and from a SIGTERM handler. The pipeline completes afterwards.

@@ -186,16 +186,32 @@ describe('revoke protocol', () => {
     assert.equal(h.fake().commits.get(`${T}[1]`), 25);
   });
 
-  it('commits the start position of a partition that delivered nothing', async () => {
+  it('commits the end offset at assignment of a partition that delivered nothing (reset to latest)', async () => {
     const h = harness();
     subs.push(h.consumer.process(() => undefined).subscribe());
     await until(() => h.fake().isConnected(), 'connect');
-    h.fake().positions.set(`${T}[0]`, 17);
+    h.fake().watermarks.set(`${T}[0]`, 17);
     h.fake().rebalanceAssign([tp(0)]);
-    await new Promise((r) => setTimeout(r, 10));
+    await until(() => h.consumer.positions()[0]?.offset === 17, 'start position lookup');
+    h.fake().watermarks.set(`${T}[0]`, 25); // records produced later, never fetched: not skipped
     h.fake().rebalanceRevoke([tp(0)]);
     await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
     assert.equal(h.fake().commits.get(`${T}[0]`), 17);
+    await h.consumer.close();
+  });
+
+  it('commits nothing for an idle partition under auto.offset.reset=earliest', async () => {
+    const h = harness({ topicConfig: { 'auto.offset.reset': 'earliest' } });
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().watermarks.set(`${T}[0]`, 17);
+    h.fake().rebalanceAssign([tp(0)]);
+    await new Promise((r) => setTimeout(r, 20));
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.equal(h.fake().commits.get(`${T}[0]`), undefined);
+    const committed = h.events.find((e) => e.type === 'committed');
+    assert.ok(committed?.type === 'committed' && committed.results[0]?.status === 'unchanged');
     await h.consumer.close();
   });
 

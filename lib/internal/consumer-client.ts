@@ -184,6 +184,15 @@ export class ConsumerClient {
     });
   }
 
+  /** A partition's high watermark (end offset), asked from the broker. */
+  highWatermark(topic: string, partition: number, timeoutMs: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.raw.queryWatermarkOffsets(topic, partition, timeoutMs, (err, w) =>
+        err ? reject(toKafkaError(err, 'queryWatermarkOffsets failed')) : resolve(w.highOffset),
+      );
+    });
+  }
+
   /** Disconnects; resolves once node-rdkafka reports it (or at once when not connected). */
   disconnect(): Promise<void> {
     this.failPendingCommits('the client is disconnecting');

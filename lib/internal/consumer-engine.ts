@@ -123,6 +123,24 @@ export class ConsumerEngine {
     return [...this.owned.values()];
   }
 
+  /** Fetch positions of the owned partitions (undefined where librdkafka does not know it yet). */
+  positions(): { topic: string; partition: number; offset: number | undefined }[] {
+    const tps = [...this.owned.values()].map((c) => ({ topic: c.topic, partition: c.partition }));
+    if (tps.length === 0 || this.state.kind !== 'running')
+      return tps.map((t) => ({ ...t, offset: undefined }));
+    let positions: { topic: string; partition: number; offset?: number }[] = [];
+    try {
+      positions = this.client.raw.position(tps);
+    } catch {
+      // not connected: fall back to what the ledgers know
+    }
+    return [...this.owned.values()].map((c) => {
+      const p = positions.find((x) => x.topic === c.topic && x.partition === c.partition)?.offset;
+      const offset = typeof p === 'number' && p >= 0 ? p : c.ledger.committable();
+      return { topic: c.topic, partition: c.partition, offset };
+    });
+  }
+
   /** Connects, subscribes and starts the consume loop. Idempotent. */
   start(): Promise<void> {
     this.startPromise ??= this.doStart();
@@ -268,10 +286,9 @@ export class ConsumerEngine {
         this.logger.debug({ offsets }, 'committed');
       })
       .catch((err: unknown) => {
-        const code = kafkaCodeOf(err);
-        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
-          this.suspectLost = `periodic commit failed: ${errorMessage(err)}`;
-        }
+        // Not a sign of a lost assignment by itself: a cooperative rebalance bumps the generation
+        // and refuses commits (ILLEGAL_GENERATION) while the partitions are still ours. Only the
+        // revoke-time commit decides "lost".
         this.logger.warn(
           { err, offsets },
           'periodic commit failed; it is retried at the next interval (a crash before then may cause duplicate processing)',
@@ -316,6 +333,8 @@ export class ConsumerEngine {
 
   private onAssign(assignment: Assignment[]): void {
     const generation = ++this.generation;
+    // A revoke would have consumed it; an assignment means we are a member again.
+    this.suspectLost = undefined;
     const protocol = this.protocol();
     const partitions = list(assignment);
     try {
@@ -350,6 +369,47 @@ export class ConsumerEngine {
       for (const c of controls) c.end();
     }
     for (const c of controls) this.partitionStreams.next(c);
+    if (controls.length > 0) void this.lookUpStartPositions(controls);
+  }
+
+  /**
+   * For partitions the group has no committed offset for, under `auto.offset.reset=latest`
+   * (librdkafka's default), remember the end offset at assignment as the start position: if this
+   * member processes nothing before the partition moves, committing it keeps the next owner from
+   * resetting to a later end and skipping the records in between. Read early, before any fetch, so
+   * it never passes a record this member did not see.
+   */
+  private async lookUpStartPositions(controls: PartitionControl[]): Promise<void> {
+    if (!this.resetsToLatest()) return;
+    try {
+      const committed = await this.client.committed(controls, this.settings.commitTimeoutMs);
+      const without = controls.filter((c) => {
+        const o = committed.find((x) => x.topic === c.topic && x.partition === c.partition)?.offset;
+        return !(typeof o === 'number' && o >= 0);
+      });
+      for (const c of without) {
+        if (!c.active || c.ledger.hasDeliveries) continue;
+        const high = await this.client.highWatermark(
+          c.topic,
+          c.partition,
+          this.settings.commitTimeoutMs,
+        );
+        if (c.active && !c.ledger.hasDeliveries && high >= 0) c.ledger.setStart(high);
+      }
+    } catch (err) {
+      this.logger.warn(
+        { err },
+        'could not look up start positions; an idle partition moving now may skip records produced meanwhile under auto.offset.reset=latest',
+      );
+    }
+  }
+
+  private resetsToLatest(): boolean {
+    const raw =
+      (this.settings.topicConfig as Record<string, unknown>)['auto.offset.reset'] ??
+      (this.settings.globalConfig as Record<string, unknown>)['auto.offset.reset'] ??
+      'largest';
+    return raw === 'largest' || raw === 'latest' || raw === 'end';
   }
 
   private onRevoke(assignment: Assignment[]): void {
@@ -498,8 +558,7 @@ export class ConsumerEngine {
     const results = new Map<PartitionControl, PartitionCommitResult>();
     const toCommit: { control: PartitionControl; offset: number }[] = [];
     for (const c of controls) {
-      let offset = c.ledger.committable();
-      if (offset === undefined) offset = this.startPosition(c);
+      const offset = c.ledger.committable();
       if (offset === undefined || offset === c.lastCommitted) {
         results.set(c, {
           topic: c.topic,
@@ -577,22 +636,6 @@ export class ConsumerEngine {
       }
     }
     return controls.map((c) => results.get(c)!);
-  }
-
-  /**
-   * Where a partition that delivered nothing stands: its fetch position. Committing it on revoke
-   * keeps a group on `auto.offset.reset=latest` from skipping records between owners.
-   */
-  private startPosition(control: PartitionControl): number | undefined {
-    if (control.ledger.hasDeliveries) return undefined;
-    try {
-      const [pos] = this.client.raw.position([
-        { topic: control.topic, partition: control.partition },
-      ]);
-      return pos && typeof pos.offset === 'number' && pos.offset >= 0 ? pos.offset : undefined;
-    } catch {
-      return undefined;
-    }
   }
 
   /** Partitions taken away without a chance to commit. */

@@ -297,7 +297,20 @@ export class FakeConsumer extends EventEmitter {
     for (const t of tps) this.paused.delete(key(t));
   }
 
-  /** Fetch position: the next offset of the partition's log (nothing consumed: where a reset lands). */
+  /** High watermarks reported by queryWatermarkOffsets (default: the next offset produced). */
+  watermarks = new Map<string, number>();
+  queryWatermarkOffsets(
+    topic: string,
+    partition: number,
+    _timeout: number,
+    cb: (err: null, w: { lowOffset: number; highOffset: number }) => void,
+  ): void {
+    const k = key({ topic, partition });
+    setImmediate(() =>
+      cb(null, { lowOffset: 0, highOffset: this.watermarks.get(k) ?? this.nextOffset.get(k) ?? 0 }),
+    );
+  }
+
   positions = new Map<string, number>();
   position(tps: { topic: string; partition: number }[]): TopicPartitionOffset[] {
     return tps.map((t) => ({ ...t, offset: this.positions.get(key(t)) ?? -1001 }));
