@@ -39,12 +39,16 @@ export class FakeConsumer extends EventEmitter {
   protocol: Protocol;
   private connected = false;
   private assignment: Assignment[] = [];
-  private readonly queues = new Map<string, Message[]>();
+  /** Each partition's log; consumption reads it from a fetch position, as Kafka does. */
+  private readonly logs = new Map<string, Message[]>();
+  /** Fetch positions of assigned partitions: the committed offset (or 0) at assignment. */
+  private readonly fetchPos = new Map<string, number>();
+  /** App positions (one past the last delivered offset) of this assignment, for position(). */
+  private readonly appPos = new Map<string, number>();
   private readonly paused = new Set<string>();
   private revokePending = false;
   private pendingResults: { polls: number; err?: number; offsets: TopicPartitionOffset[] }[] = [];
   private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
-  private nextOffset = new Map<string, number>();
   private rr = 0;
   consumeCalls = 0;
 
@@ -62,8 +66,8 @@ export class FakeConsumer extends EventEmitter {
   /** Appends records to a partition's log (they become consumable when assigned and not paused). */
   produce(topic: string, partition: number, count: number, size = 10): void {
     const k = key({ topic, partition });
-    const q = this.queues.get(k) ?? [];
-    let offset = this.nextOffset.get(k) ?? 0;
+    const q = this.logs.get(k) ?? [];
+    let offset = q.length;
     for (let i = 0; i < count; i++) {
       q.push({
         topic,
@@ -77,8 +81,7 @@ export class FakeConsumer extends EventEmitter {
       });
       offset += 1;
     }
-    this.nextOffset.set(k, offset);
-    this.queues.set(k, q);
+    this.logs.set(k, q);
   }
 
   /** Fires an ASSIGN rebalance callback. */
@@ -100,11 +103,18 @@ export class FakeConsumer extends EventEmitter {
 
   /** Messages of a partition not consumed yet. */
   remaining(topic: string, partition: number): number {
-    return this.queues.get(key({ topic, partition }))?.length ?? 0;
+    const k = key({ topic, partition });
+    const start = this.fetchPos.get(k) ?? this.commits.get(k) ?? 0;
+    return (this.logs.get(k)?.length ?? 0) - start;
   }
 
   /** Delivers a message for a partition regardless of assignment (a late delivery). */
   injectLate: Message[] = [];
+
+  /** True while a revoke awaits the application's unassign. */
+  get revokeInProgress(): boolean {
+    return this.revokePending;
+  }
 
   isPaused(topic: string, partition: number): boolean {
     return this.paused.has(key({ topic, partition }));
@@ -186,8 +196,12 @@ export class FakeConsumer extends EventEmitter {
       const active = this.assignment.filter((a) => !this.paused.has(key(a)));
       for (let i = 0; i < active.length && out.length < n; i++) {
         const a = active[(this.rr + i) % active.length]!;
-        const q = this.queues.get(key(a));
-        while (q && q.length > 0 && out.length < n) out.push(q.shift()!);
+        const k = key(a);
+        const log = this.logs.get(k) ?? [];
+        let pos = this.fetchPos.get(k) ?? 0;
+        while (pos < log.length && out.length < n) out.push(log[pos++]!);
+        this.fetchPos.set(k, pos);
+        if (pos > 0) this.appPos.set(k, pos);
       }
       this.rr += 1;
     }
@@ -234,7 +248,7 @@ export class FakeConsumer extends EventEmitter {
   assign(partitions: Assignment[]): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
     this.calls.push({ op: 'assign', partitions: partitions.map(key) });
-    this.assignment = partitions.map((p) => ({ topic: p.topic, partition: p.partition }));
+    this.setAssignment(partitions.map((p) => ({ topic: p.topic, partition: p.partition })));
     this.revokePending = false;
     return this;
   }
@@ -242,7 +256,7 @@ export class FakeConsumer extends EventEmitter {
   unassign(): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
     this.calls.push({ op: 'unassign' });
-    this.assignment = [];
+    this.setAssignment([]);
     this.revokePending = false;
     return this;
   }
@@ -251,7 +265,10 @@ export class FakeConsumer extends EventEmitter {
     if (this.protocol !== 'COOPERATIVE')
       throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
     this.calls.push({ op: 'incrementalAssign', partitions: partitions.map(key) });
-    this.assignment.push(...partitions.map((p) => ({ topic: p.topic, partition: p.partition })));
+    this.setAssignment([
+      ...this.assignment,
+      ...partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
+    ]);
     this.revokePending = false;
     return this;
   }
@@ -272,9 +289,24 @@ export class FakeConsumer extends EventEmitter {
     }
     this.calls.push({ op: 'incrementalUnassign', partitions: partitions.map(key) });
     const gone = new Set(partitions.map(key));
-    this.assignment = this.assignment.filter((a) => !gone.has(key(a)));
+    this.setAssignment(this.assignment.filter((a) => !gone.has(key(a))));
     this.revokePending = false;
     return this;
+  }
+
+  private setAssignment(next: Assignment[]): void {
+    const keep = new Set(next.map(key));
+    for (const a of this.assignment) {
+      if (!keep.has(key(a))) {
+        this.fetchPos.delete(key(a));
+        this.appPos.delete(key(a));
+      }
+    }
+    for (const a of next) {
+      // A new assignment starts at the committed offset (earliest when none).
+      if (!this.fetchPos.has(key(a))) this.fetchPos.set(key(a), this.commits.get(key(a)) ?? 0);
+    }
+    this.assignment = next;
   }
 
   rebalanceProtocol(): string {
@@ -307,13 +339,16 @@ export class FakeConsumer extends EventEmitter {
   ): void {
     const k = key({ topic, partition });
     setImmediate(() =>
-      cb(null, { lowOffset: 0, highOffset: this.watermarks.get(k) ?? this.nextOffset.get(k) ?? 0 }),
+      cb(null, {
+        lowOffset: 0,
+        highOffset: this.watermarks.get(k) ?? this.logs.get(k)?.length ?? 0,
+      }),
     );
   }
 
-  positions = new Map<string, number>();
+  /** librdkafka's app position: invalid (-1001) until a message of this assignment was consumed. */
   position(tps: { topic: string; partition: number }[]): TopicPartitionOffset[] {
-    return tps.map((t) => ({ ...t, offset: this.positions.get(key(t)) ?? -1001 }));
+    return tps.map((t) => ({ ...t, offset: this.appPos.get(key(t)) ?? -1001 }));
   }
 }
 
