@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { lastValueFrom, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import * as Kafka from 'node-rdkafka';
-import { ConnectError, ReactiveConsumer } from '../lib';
+import { ConnectError, KafkaClientError, ReactiveConsumer } from '../lib';
 import type { KafkaMessage, RebalanceEvent, ReactiveConsumerOptions } from '../lib';
 import { fakeFactory } from './fakes/fake-consumer';
 import type { FakeOptions } from './fakes/fake-consumer';
@@ -239,5 +239,113 @@ describe('revoke protocol', () => {
     );
     assert.ok(err instanceof ConnectError, String(err));
     assert.match(err.message, /fake:9092/);
+  });
+});
+
+describe('lost partitions and client errors', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('treats the revoke after a max.poll.interval.ms log line as lost: no commit, signals aborted', async () => {
+    const h = harness();
+    let signal: AbortSignal | undefined;
+    subs.push(
+      h.consumer
+        .process((m) => {
+          signal = m.signal;
+          return m.offset === 3 ? new Promise(() => undefined) : undefined;
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().commits.get(`${T}[0]`) === 3, 'commit up to the stuck message');
+    const commitsBefore = h
+      .fake()
+      .ops()
+      .filter((o) => o.startsWith('commit')).length;
+    h.fake().emit('event.log', {
+      severity: 4,
+      fac: 'MAXPOLL',
+      message: 'Application maximum poll interval exceeded',
+    });
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'lost'), 'lost');
+    assert.deepEqual(
+      h.events.map((e) => e.type),
+      ['assigned', 'lost'],
+    );
+    assert.equal(signal?.aborted, true);
+    assert.equal(
+      h
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('commit')).length,
+      commitsBefore,
+      'nothing committed',
+    );
+    assert.ok(h.fake().ops().includes('unassign'));
+    await h.consumer.close();
+  });
+
+  it('ends the pipeline with a typed error on a fatal client error', async () => {
+    const h = harness();
+    const result = lastValueFrom(h.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().emit(
+      'event.error',
+      Object.assign(new Error('Broker: Fenced instance id'), { code: E.ERR__FATAL, isFatal: true }),
+    );
+    const err = await result;
+    assert.ok(err instanceof KafkaClientError, String(err));
+    assert.equal(err.code, 'ERR_RKC_KAFKA');
+    assert.equal(err.fatal, true);
+  });
+
+  it('logs and rides out transient client errors', async () => {
+    const h = harness();
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().emit(
+      'event.error',
+      Object.assign(new Error('Local: All broker connections are down'), {
+        code: E.ERR__ALL_BROKERS_DOWN,
+      }),
+    );
+    h.fake().emit(
+      'event.error',
+      Object.assign(new Error('Local: Broker transport failure'), { code: E.ERR__TRANSPORT }),
+    );
+    h.fake().produce(T, 0, 3);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 3, 'processing continues');
+    await h.consumer.close();
+  });
+
+  it('drains an assignment revoked right after it was made', async () => {
+    const h = harness();
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
+    h.fake().rebalanceAssign([tp(0)]);
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.deepEqual(
+      h.events.map((e) => e.type),
+      ['assigned', 'revoking', 'drained', 'committed', 'revoked'],
+    );
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(
+      () => h.fake().commits.get(`${T}[0]`) === 3,
+      'the next assignment processes everything',
+    );
+    await h.consumer.close();
   });
 });

@@ -53,6 +53,12 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   7, // REQUEST_TIMED_OUT
 ]);
 
+/**
+ * librdkafka log facilities announcing that this member left or was dropped from the group:
+ * max.poll.interval.ms exceeded, and the classic session timeout.
+ */
+const LOST_LOG_FACILITIES: ReadonlySet<string> = new Set(['MAXPOLL', 'SESSTMOUT']);
+
 export class ConsumerEngine {
   /** Every rebalance phase, in order. */
   readonly rebalances = new Subject<RebalanceEvent>();
@@ -752,6 +758,16 @@ export class ConsumerEngine {
 
   private onClientLog(log: { severity: number; fac: string; message: string }): void {
     const entry = { fac: log.fac, severity: log.severity };
+    if (LOST_LOG_FACILITIES.has(log.fac)) {
+      // consume(n) drops errors such as MAX_POLL_EXCEEDED when its batch also held messages;
+      // librdkafka's log line about it still arrives.
+      this.suspectLost = `${log.fac}: ${log.message}`;
+      this.logger.warn(
+        { ...entry, librdkafka: log.message },
+        'group membership lost: the next revoke is treated as lost',
+      );
+      return;
+    }
     if (log.severity <= 2) this.logger.error(entry, log.message);
     else if (log.severity <= 4) this.logger.warn(entry, log.message);
     else if (log.severity <= 6) this.logger.info(entry, log.message);
