@@ -178,7 +178,7 @@ export class ReactiveConsumer {
               partition.running -= 1;
             }),
           );
-        });
+        }, partition.ended);
       }, partitionConcurrency),
       finalize(() => partition.pipelineDone()),
     );

@@ -29,6 +29,7 @@ function harness(
   const consumer = new ReactiveConsumer(
     {
       topics: [T],
+      topicConfig: { 'auto.offset.reset': 'earliest' },
       commitIntervalMs: 20,
       consumeTimeoutMs: 2,
       ...options,

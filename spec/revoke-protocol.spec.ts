@@ -16,6 +16,7 @@ function harness(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fa
   const consumer = new ReactiveConsumer(
     {
       topics: [T],
+      topicConfig: { 'auto.offset.reset': 'earliest' },
       commitIntervalMs: 20,
       consumeTimeoutMs: 2,
       ...options,
@@ -187,7 +188,7 @@ describe('revoke protocol', () => {
   });
 
   it('commits the end offset at assignment of a partition that delivered nothing (reset to latest)', async () => {
-    const h = harness();
+    const h = harness({ topicConfig: { 'auto.offset.reset': 'latest' } });
     subs.push(h.consumer.process(() => undefined).subscribe());
     await until(() => h.fake().isConnected(), 'connect');
     h.fake().watermarks.set(`${T}[0]`, 17);
@@ -329,12 +330,30 @@ describe('lost partitions and client errors', () => {
     await h.consumer.close();
   });
 
+  it('never applies an assignment overtaken by a revoke while its start offsets are looked up', async () => {
+    const h = harness({ topicConfig: { 'auto.offset.reset': 'latest' } });
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    await new Promise((r) => setTimeout(r, 20));
+    assert.ok(
+      !h.events.some((e) => e.type === 'assigned'),
+      JSON.stringify(h.events.map((e) => e.type)),
+    );
+    assert.ok(!h.fake().ops().includes(`assign(${T}[0])`), h.fake().ops().join(' '));
+    assert.deepEqual(h.fake().assignments(), []);
+    await h.consumer.close();
+  });
+
   it('drains an assignment revoked right after it was made', async () => {
     const h = harness();
     subs.push(h.consumer.process(() => undefined).subscribe());
     await until(() => h.fake().isConnected(), 'connect');
     h.fake().produce(T, 0, 3);
     h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.events.length === 1, 'assigned');
     h.fake().rebalanceRevoke([tp(0)]);
     await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
     assert.deepEqual(

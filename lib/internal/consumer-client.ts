@@ -19,6 +19,8 @@ import type {
 import { Code, defaultConsumerFactory, kafkaCodeOf, toKafkaError } from './rdkafka';
 
 interface PendingCommit {
+  /** Set when the wait timed out; the entry stays so its late result is not taken for a newer one. */
+  timedOut?: boolean;
   readonly offsets: readonly TopicPartitionOffset[];
   readonly resolve: () => void;
   readonly reject: (err: Error) => void;
@@ -130,7 +132,8 @@ export class ConsumerClient {
         offset: o.offset,
       }));
       const timer = setTimeout(() => {
-        this.removePending(pending);
+        pending.timedOut = true;
+        this.trimTimedOut();
         reject(
           new TimeoutError(
             `Commit of ${describe(copy)} was not confirmed within ${timeoutMs} ms`,
@@ -167,7 +170,7 @@ export class ConsumerClient {
 
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
-    return this.pendingCommits.length;
+    return this.pendingCommits.filter((p) => !p.timedOut).length;
   }
 
   /** The group's committed offsets for the given partitions (`offset` is absent or < 0 when none). */
@@ -218,6 +221,10 @@ export class ConsumerClient {
     const [pending] = this.pendingCommits.splice(index, 1);
     if (!pending) return;
     clearTimeout(pending.timer);
+    if (pending.timedOut) {
+      this.logger.info({ err, offsets }, 'late result of a commit that had timed out');
+      return;
+    }
     if (!err || err.code === Code.NO_OFFSET) {
       pending.resolve();
     } else {
@@ -233,6 +240,11 @@ export class ConsumerClient {
         ),
       );
     }
+  }
+
+  private trimTimedOut(): void {
+    const timedOut = this.pendingCommits.filter((p) => p.timedOut);
+    if (timedOut.length > 64) this.removePending(timedOut[0]!);
   }
 
   private removePending(pending: PendingCommit): void {

@@ -49,6 +49,7 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   Code.TIMED_OUT,
   Code.TRANSPORT,
   Code.ALL_BROKERS_DOWN,
+  Code.STALE_MEMBER_EPOCH, // KIP-848: retriable, the member epoch catches up
   14, // COORDINATOR_LOAD_IN_PROGRESS
   7, // REQUEST_TIMED_OUT
 ]);
@@ -70,7 +71,7 @@ export class ConsumerEngine {
   private generation = 0;
   /** Current controls by partition: active ones and ones being revoked. */
   private readonly owned = new Map<string, PartitionControl>();
-  private readonly revokes = new Set<Promise<void>>();
+  private readonly rebalanceTasks = new Set<Promise<void>>();
   private suspectLost: string | undefined;
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
@@ -165,11 +166,20 @@ export class ConsumerEngine {
       return;
     }
     if (this.state.kind !== 'connecting') return; // closed meanwhile
-    this.client.raw.subscribe([...this.settings.topics]);
+    try {
+      this.client.raw.subscribe([...this.settings.topics]);
+    } catch (err) {
+      this.failWith(toKafkaError(err, 'subscribe failed'));
+      return;
+    }
     this.state = { kind: 'running' };
     this.logger.info({ topics: this.settings.topics }, 'subscribed');
     this.looping = true;
-    this.loopDone = this.loop();
+    this.loopDone = this.loop().catch((err: unknown) => {
+      this.logger.error({ err }, 'consume loop failed');
+      this.looping = false;
+      this.failWith(err instanceof Error ? err : new Error(String(err)));
+    });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -213,10 +223,24 @@ export class ConsumerEngine {
         );
         continue;
       }
+      if (m.offset <= control.ledger.lastDeliveredOffset) {
+        // librdkafka went back within one assignment (offset reset after out-of-range, log
+        // truncation). These offsets were handed out already in this assignment.
+        this.logger.warn(
+          {
+            topic: m.topic,
+            partition: m.partition,
+            offset: m.offset,
+            last: control.ledger.lastDeliveredOffset,
+          },
+          'partition position moved backwards; dropping offsets already delivered in this assignment',
+        );
+        continue;
+      }
       control.push(toKafkaMessage(m, control.generation, control.signal));
       if (
         !control.paused &&
-        (control.ledger.unfinished >= this.settings.maxBufferedMessages ||
+        (control.ledger.window >= this.settings.maxBufferedMessages ||
           control.bufferedBytes >= this.settings.maxBufferedBytes)
       ) {
         this.setPaused(control, true);
@@ -227,7 +251,7 @@ export class ConsumerEngine {
   private onAck = (control: PartitionControl): void => {
     if (
       control.paused &&
-      control.ledger.unfinished <= this.resumeAtMessages &&
+      control.ledger.window <= this.resumeAtMessages &&
       control.bufferedBytes <= this.resumeAtBytes
     ) {
       this.setPaused(control, false);
@@ -237,6 +261,7 @@ export class ConsumerEngine {
 
   private setPaused(control: PartitionControl, paused: boolean): void {
     if (control.state === 'released' || this.disconnecting) return;
+    if (this.owned.get(control.key) !== control) return; // a newer assignment owns the partition
     try {
       const tp = [{ topic: control.topic, partition: control.partition }];
       if (paused) this.client.raw.pause(tp);
@@ -246,7 +271,7 @@ export class ConsumerEngine {
         {
           topic: control.topic,
           partition: control.partition,
-          buffered: control.ledger.unfinished,
+          buffered: control.ledger.window,
           bytes: control.bufferedBytes,
         },
         paused ? 'paused partition (buffer full)' : 'resumed partition',
@@ -341,15 +366,104 @@ export class ConsumerEngine {
     const generation = ++this.generation;
     // A revoke would have consumed it; an assignment means we are a member again.
     this.suspectLost = undefined;
-    const protocol = this.protocol();
     const partitions = list(assignment);
-    try {
-      if (protocol === 'COOPERATIVE') this.client.raw.incrementalAssign(partitions);
-      else this.client.raw.assign(partitions);
-    } catch (err) {
-      // An assign delivered while the client is disconnecting throws; nothing to own then.
-      this.logger.warn({ err, partitions, generation }, 'assign failed');
+    if (partitions.length === 0 || this.disconnecting || !this.resetsToLatest()) {
+      this.applyAssign(generation, partitions, new Map());
       return;
+    }
+    // librdkafka waits for the assign call: look up start offsets first and put them in it.
+    const task = this.startOffsets(partitions)
+      .catch((err: unknown) => {
+        this.logger.warn(
+          { err, partitions },
+          'could not look up start offsets; an idle partition that moves may let the next owner skip records produced meanwhile (auto.offset.reset=latest)',
+        );
+        return new Map<string, number>();
+      })
+      .then((starts) => this.applyAssign(generation, partitions, starts))
+      .catch((err: unknown) => this.failWith(err instanceof Error ? err : new Error(String(err))))
+      .finally(() => {
+        this.rebalanceTasks.delete(task);
+        this.notifyChanged();
+      });
+    this.rebalanceTasks.add(task);
+  }
+
+  /**
+   * Start offsets for partitions the group has no committed offset for, under
+   * `auto.offset.reset=latest` (librdkafka's default): the end offset, put in the assign call so
+   * the fetch starts exactly there. If this member then processes nothing before the partition
+   * moves, committing it keeps the next owner from resetting to a later end and skipping the
+   * records in between.
+   */
+  private async startOffsets(partitions: TopicPartition[]): Promise<Map<string, number>> {
+    const starts = new Map<string, number>();
+    const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
+    for (const tp of partitions) {
+      const o = committed.find((x) => x.topic === tp.topic && x.partition === tp.partition)?.offset;
+      if (typeof o === 'number' && o >= 0) continue;
+      const high = await this.client.highWatermark(
+        tp.topic,
+        tp.partition,
+        this.settings.commitTimeoutMs,
+      );
+      if (high >= 0) starts.set(tpKey(tp.topic, tp.partition), high);
+    }
+    return starts;
+  }
+
+  private resetsToLatest(): boolean {
+    const raw =
+      (this.settings.topicConfig as Record<string, unknown>)['auto.offset.reset'] ??
+      (this.settings.globalConfig as Record<string, unknown>)['auto.offset.reset'] ??
+      'largest';
+    return raw === 'largest' || raw === 'latest' || raw === 'end';
+  }
+
+  private applyAssign(
+    generation: number,
+    partitions: TopicPartition[],
+    starts: Map<string, number>,
+  ): void {
+    if (generation !== this.generation) {
+      // A newer rebalance arrived while the start offsets were looked up: librdkafka no longer
+      // waits for this assign; applying it now would assign partitions that are not ours.
+      this.logger.warn(
+        { generation, current: this.generation, partitions },
+        'skipped an assignment overtaken by a newer rebalance',
+      );
+      return;
+    }
+    const protocol = this.protocol();
+    const withOffsets = partitions.map((tp) => {
+      const start = starts.get(tpKey(tp.topic, tp.partition));
+      return start === undefined ? { ...tp } : { ...tp, offset: start };
+    });
+    try {
+      if (protocol === 'COOPERATIVE') this.client.raw.incrementalAssign(withOffsets);
+      else this.client.raw.assign(withOffsets);
+    } catch (err) {
+      if (this.disconnecting || this.state.kind === 'closing' || this.state.kind === 'closed') {
+        // An assign delivered while the client is disconnecting throws; answer it with an
+        // unassign (allowed while closing) so librdkafka's close does not wait for it.
+        this.logger.info(
+          { err, partitions, generation },
+          'assign refused while closing; unassigning',
+        );
+        this.unassign(partitions, protocol, generation);
+        return;
+      }
+      throw toKafkaError(err, 'assign failed');
+    }
+    if (protocol !== 'COOPERATIVE') {
+      // Eager: the assignment replaces the previous one; nothing else is ours any more.
+      const incoming = new Set(partitions.map((tp) => tpKey(tp.topic, tp.partition)));
+      for (const [key, c] of this.owned) {
+        if (!incoming.has(key)) {
+          c.fence('no longer assigned');
+          this.owned.delete(key);
+        }
+      }
     }
     const controls: PartitionControl[] = [];
     for (const tp of partitions) {
@@ -357,6 +471,8 @@ export class ConsumerEngine {
       const previous = this.owned.get(key);
       if (previous) previous.fence('reassigned in a newer generation');
       const control = new PartitionControl(tp.topic, tp.partition, generation, key, this.onAck);
+      const start = starts.get(key);
+      if (start !== undefined) control.ledger.setStart(start);
       this.owned.set(key, control);
       controls.push(control);
     }
@@ -368,54 +484,17 @@ export class ConsumerEngine {
     } catch (err) {
       this.logger.debug({ err }, 'resume of new partitions failed');
     }
-    this.logger.info({ generation, protocol, partitions }, 'assigned');
+    this.logger.info(
+      { generation, protocol, partitions, starts: Object.fromEntries(starts) },
+      'assigned',
+    );
     this.emit({ type: 'assigned', generation, protocol, partitions, at: Date.now() });
     if (this.state.kind === 'closing') {
       // Assigned while leaving: end the streams right away; the revoke that follows releases them.
       for (const c of controls) c.end();
     }
     for (const c of controls) this.partitionStreams.next(c);
-    if (controls.length > 0) void this.lookUpStartPositions(controls);
-  }
-
-  /**
-   * For partitions the group has no committed offset for, under `auto.offset.reset=latest`
-   * (librdkafka's default), remember the end offset at assignment as the start position: if this
-   * member processes nothing before the partition moves, committing it keeps the next owner from
-   * resetting to a later end and skipping the records in between. Read early, before any fetch, so
-   * it never passes a record this member did not see.
-   */
-  private async lookUpStartPositions(controls: PartitionControl[]): Promise<void> {
-    if (!this.resetsToLatest()) return;
-    try {
-      const committed = await this.client.committed(controls, this.settings.commitTimeoutMs);
-      const without = controls.filter((c) => {
-        const o = committed.find((x) => x.topic === c.topic && x.partition === c.partition)?.offset;
-        return !(typeof o === 'number' && o >= 0);
-      });
-      for (const c of without) {
-        if (!c.active || c.ledger.hasDeliveries) continue;
-        const high = await this.client.highWatermark(
-          c.topic,
-          c.partition,
-          this.settings.commitTimeoutMs,
-        );
-        if (c.active && !c.ledger.hasDeliveries && high >= 0) c.ledger.setStart(high);
-      }
-    } catch (err) {
-      this.logger.warn(
-        { err },
-        'could not look up start positions; an idle partition moving now may skip records produced meanwhile under auto.offset.reset=latest',
-      );
-    }
-  }
-
-  private resetsToLatest(): boolean {
-    const raw =
-      (this.settings.topicConfig as Record<string, unknown>)['auto.offset.reset'] ??
-      (this.settings.globalConfig as Record<string, unknown>)['auto.offset.reset'] ??
-      'largest';
-    return raw === 'largest' || raw === 'latest' || raw === 'end';
+    this.notifyChanged();
   }
 
   private onRevoke(assignment: Assignment[]): void {
@@ -453,10 +532,10 @@ export class ConsumerEngine {
         this.failWith(err instanceof Error ? err : new Error(String(err)));
       })
       .finally(() => {
-        this.revokes.delete(task);
+        this.rebalanceTasks.delete(task);
         this.notifyChanged();
       });
-    this.revokes.add(task);
+    this.rebalanceTasks.add(task);
   }
 
   /** drain → commit (confirmed) → unassign, within the drain deadline. */
@@ -505,12 +584,34 @@ export class ConsumerEngine {
       at: drainedAt,
     });
 
-    // A periodic commit sent earlier must settle first so it cannot land after the final one.
-    if (this.commitInFlight)
-      await this.waitUntil(() => this.commitInFlight === undefined, deadline);
-    const results = await this.commitFinal(controls, deadline);
+    // A periodic commit sent earlier must settle first so it cannot land after the final one;
+    // it may take at most half of the commit reserve.
+    if (this.commitInFlight) {
+      await this.waitUntil(
+        () => this.commitInFlight === undefined,
+        deadline - Math.floor(commitReserve / 2),
+      );
+    }
+    // Never commit for a partition a newer assignment owns (a stale revoke, Backbeat BB-835): the
+    // broker would take it under the current generation and could move the offset backwards.
+    const stillOurs = controls.filter((c) => this.owned.get(c.key) === c && this.stillAssigned(c));
+    const results = await this.commitFinal(stillOurs, deadline);
+    for (const c of controls) {
+      if (!stillOurs.includes(c)) {
+        results.push({
+          topic: c.topic,
+          partition: c.partition,
+          status: 'lost',
+          reason: 'reassigned by a newer rebalance before the revoke finished',
+        });
+      }
+    }
     const committedAt = Date.now();
-    const lost = results.filter((r) => r.status === 'lost');
+    const lost = results.filter(
+      (r) =>
+        r.status === 'lost' &&
+        stillOurs.some((c) => c.partition === r.partition && c.topic === r.topic),
+    );
     this.logger.info(
       { generation, results, durationMs: committedAt - drainedAt },
       lost.length > 0 ? 'final commit refused: partitions lost' : 'committed',
@@ -525,7 +626,7 @@ export class ConsumerEngine {
       at: committedAt,
     });
 
-    this.resumeIfPaused(controls);
+    this.resumeIfPaused(stillOurs);
     this.unassign(partitions, protocol, generation);
     for (const c of controls) c.release();
     this.forget(controls);
@@ -553,6 +654,18 @@ export class ConsumerEngine {
         totalMs: revokedAt - startedAt,
         at: revokedAt,
       });
+    }
+  }
+
+  /** Under cooperative rebalancing after a newer generation: is the partition still assigned? */
+  private stillAssigned(control: PartitionControl): boolean {
+    if (this.protocol() !== 'COOPERATIVE') return true;
+    try {
+      return this.client.raw
+        .assignments()
+        .some((a) => a.topic === control.topic && a.partition === control.partition);
+    } catch {
+      return true;
     }
   }
 
@@ -702,6 +815,21 @@ export class ConsumerEngine {
       }
     } catch (err) {
       const code = kafkaCodeOf(err);
+      if (protocol === 'COOPERATIVE' && code === Code.INVALID_ARG) {
+        // Some partitions were no longer assigned: unassign the ones that still are.
+        try {
+          const assigned = new Set(raw.assignments().map((a) => tpKey(a.topic, a.partition)));
+          const targets = partitions.filter((tp) => assigned.has(tpKey(tp.topic, tp.partition)));
+          if (targets.length > 0) raw.incrementalUnassign(targets);
+          this.logger.info(
+            { partitions, unassigned: targets, generation },
+            'unassigned the partitions still assigned',
+          );
+        } catch (retryErr) {
+          this.logger.warn({ err: retryErr, partitions, generation }, 'unassign retry failed');
+        }
+        return;
+      }
       this.logger.warn({ err, code, partitions, generation }, 'unassign failed');
     }
   }
@@ -812,15 +940,18 @@ export class ConsumerEngine {
     this.logger.info({ partitions: this.owned.size }, 'closing');
     // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
     for (const c of this.owned.values()) c.end();
-    if (this.owned.size > 0) {
-      try {
-        this.client.raw.unsubscribe();
-      } catch (err) {
-        this.logger.warn({ err }, 'unsubscribe failed');
-      }
+    try {
+      this.client.raw.unsubscribe();
+    } catch (err) {
+      this.logger.warn({ err }, 'unsubscribe failed');
+    }
+    {
+      // Keep polling until librdkafka has nothing assigned and no rebalance is being handled
+      // (a pending assign is answered, then revoked), so its close never waits on us.
       const released = await this.waitUntil(
-        () => this.owned.size === 0 && this.revokes.size === 0,
+        () => this.owned.size === 0 && this.rebalanceTasks.size === 0 && this.assignmentEmpty(),
         deadline - 2000,
+        50,
       );
       if (!released) {
         this.logger.warn(
@@ -835,12 +966,20 @@ export class ConsumerEngine {
     await this.loopDone;
     this.disconnecting = true;
     for (const c of this.owned.values()) c.fence('consumer closed');
-    await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 5000));
+    await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 1000));
     for (const c of this.owned.values()) c.release();
     this.owned.clear();
     this.state = { kind: 'closed' };
     this.logger.info({ durationMs: Date.now() - startedAt }, 'closed');
     this.finish();
+  }
+
+  private assignmentEmpty(): boolean {
+    try {
+      return this.client.raw.assignments().length === 0;
+    } catch {
+      return true;
+    }
   }
 
   private finish(): void {
@@ -860,19 +999,22 @@ export class ConsumerEngine {
   // Waiting on conditions without per-message timers
 
   private notifyChanged(): void {
-    for (const fn of [...this.changed]) fn();
+    if (this.changed.size === 0) return;
+    for (const fn of this.changed) fn();
   }
 
   /** Resolves true once `condition` holds, or false when the deadline passes. */
-  private waitUntil(condition: () => boolean, deadline: number): Promise<boolean> {
+  private waitUntil(condition: () => boolean, deadline: number, pollMs?: number): Promise<boolean> {
     if (condition()) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {
       const check = (): void => {
         if (condition()) done(true);
       };
       const timer = setTimeout(() => done(condition()), Math.max(0, deadline - Date.now()));
+      const poll = pollMs === undefined ? undefined : setInterval(check, pollMs);
       const done = (value: boolean): void => {
         clearTimeout(timer);
+        if (poll) clearInterval(poll);
         this.changed.delete(check);
         resolve(value);
       };

@@ -12,8 +12,11 @@ export class FairLimiter {
 
   constructor(private readonly max: number) {}
 
-  /** Runs `task` once a slot is free; unsubscribing before it starts gives the place up. */
-  run<T>(task: () => Observable<T>): Observable<T> {
+  /**
+   * Runs `task` once a slot is free; unsubscribing before it starts gives the place up, and so
+   * does `cancel` aborting (the waiting Observable then completes without running the task).
+   */
+  run<T>(task: () => Observable<T>, cancel?: AbortSignal): Observable<T> {
     return new Observable<T>((subscriber) => {
       let cancelled = false;
       let released = false;
@@ -47,11 +50,27 @@ export class FairLimiter {
       if (this.active < this.max) {
         this.active += 1;
         start();
-      } else {
-        this.queue.push(start);
+        return () => {
+          cancelled = true;
+          teardown?.();
+        };
       }
+      if (cancel?.aborted) {
+        subscriber.complete();
+        return undefined;
+      }
+      const onCancel = (): void => {
+        cancelled = true;
+        subscriber.complete();
+      };
+      cancel?.addEventListener('abort', onCancel, { once: true });
+      this.queue.push(() => {
+        cancel?.removeEventListener('abort', onCancel);
+        start();
+      });
       return () => {
         cancelled = true;
+        cancel?.removeEventListener('abort', onCancel);
         teardown?.();
       };
     });

@@ -74,6 +74,16 @@ export class OffsetLedger {
     return this.index.size;
   }
 
+  /** Delivered offsets from the first unfinished one on: what the ledger holds in memory. */
+  get window(): number {
+    return this.offsets.length - this.head;
+  }
+
+  /** The last delivered offset, or -1. */
+  get lastDeliveredOffset(): number {
+    return this.lastDelivered;
+  }
+
   /** True once any offset was delivered. */
   get hasDeliveries(): boolean {
     return this.lastDelivered >= 0;

@@ -20,6 +20,7 @@ export class PartitionControl implements PartitionStream {
   readonly ledger: OffsetLedger;
   readonly messages$: Observable<KafkaMessage>;
   private readonly controller = new AbortController();
+  private readonly endController = new AbortController();
   private state_: PartitionState = 'active';
   private subscriber: Subscriber<KafkaMessage> | undefined;
   private subscribed = false;
@@ -70,6 +71,11 @@ export class PartitionControl implements PartitionStream {
 
   get signal(): AbortSignal {
     return this.controller.signal;
+  }
+
+  /** Aborted when the partition stops delivering (revoke, close, loss). */
+  get ended(): AbortSignal {
+    return this.endController.signal;
   }
 
   get state(): PartitionState {
@@ -143,6 +149,7 @@ export class PartitionControl implements PartitionStream {
     if (this.state_ !== 'active') return;
     this.state_ = 'ending';
     this.pendingBeforeSubscribe = [];
+    this.endController.abort();
     this.subscriber?.complete();
     if (!this.subscribed) this.pipelineFinalized = true;
     this.checkDrained();

@@ -98,7 +98,6 @@ export const OWNERSHIP_LOST_CODES: ReadonlySet<number> = new Set([
   Code.ILLEGAL_GENERATION,
   Code.UNKNOWN_MEMBER_ID,
   Code.FENCED_MEMBER_EPOCH,
-  Code.STALE_MEMBER_EPOCH,
 ]);
 
 /** Errors that can never heal by waiting; they end the consumer. */

@@ -248,7 +248,7 @@ export class FakeConsumer extends EventEmitter {
   assign(partitions: Assignment[]): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
     this.calls.push({ op: 'assign', partitions: partitions.map(key) });
-    this.setAssignment(partitions.map((p) => ({ topic: p.topic, partition: p.partition })));
+    this.setAssignment(partitions.map((p) => ({ ...p })));
     this.revokePending = false;
     return this;
   }
@@ -265,10 +265,7 @@ export class FakeConsumer extends EventEmitter {
     if (this.protocol !== 'COOPERATIVE')
       throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
     this.calls.push({ op: 'incrementalAssign', partitions: partitions.map(key) });
-    this.setAssignment([
-      ...this.assignment,
-      ...partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
-    ]);
+    this.setAssignment([...this.assignment, ...partitions.map((p) => ({ ...p }))]);
     this.revokePending = false;
     return this;
   }
@@ -303,8 +300,15 @@ export class FakeConsumer extends EventEmitter {
       }
     }
     for (const a of next) {
-      // A new assignment starts at the committed offset (earliest when none).
-      if (!this.fetchPos.has(key(a))) this.fetchPos.set(key(a), this.commits.get(key(a)) ?? 0);
+      // A new assignment starts at the offset given in the assign call, else at the committed
+      // offset (earliest when none).
+      const given = (a as { offset?: number }).offset;
+      if (!this.fetchPos.has(key(a))) {
+        this.fetchPos.set(
+          key(a),
+          typeof given === 'number' && given >= 0 ? given : (this.commits.get(key(a)) ?? 0),
+        );
+      }
     }
     this.assignment = next;
   }
