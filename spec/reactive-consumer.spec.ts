@@ -1,54 +1,21 @@
 import assert from 'node:assert/strict';
-import { Subject, firstValueFrom, lastValueFrom, toArray, take, of, timer, map } from 'rxjs';
-import type { Subscription } from 'rxjs';
 import {
-  AlreadySubscribedError,
-  ClosedError,
-  ErrorCode,
-  HandlerError,
-  ReactiveConsumer,
-} from '../lib';
-import type { KafkaMessage, Processed, RebalanceEvent, ReactiveConsumerOptions } from '../lib';
-import { fakeFactory } from './fakes/fake-consumer';
-import type { FakeConsumer, FakeOptions } from './fakes/fake-consumer';
-
-const T = 'orders';
-const tp = (partition: number) => ({ topic: T, partition });
-
-interface Harness {
-  consumer: ReactiveConsumer;
-  fake: () => FakeConsumer;
-  events: RebalanceEvent[];
-}
-
-function harness(
-  options: Partial<ReactiveConsumerOptions> = {},
-  fakeOptions: FakeOptions = {},
-): Harness {
-  const { factory, fake } = fakeFactory(fakeOptions);
-  const consumer = new ReactiveConsumer(
-    {
-      topics: [T],
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      commitIntervalMs: 20,
-      consumeTimeoutMs: 2,
-      ...options,
-      config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g', ...(options.config ?? {}) },
-    },
-    { consumerFactory: factory as never },
-  );
-  const events: RebalanceEvent[] = [];
-  consumer.rebalances$.subscribe((e) => events.push(e));
-  return { consumer, fake, events };
-}
-
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
+  EMPTY,
+  Subject,
+  concatMap,
+  firstValueFrom,
+  lastValueFrom,
+  map,
+  mergeMap,
+  of,
+  take,
+  timer,
+  toArray,
+} from 'rxjs';
+import type { Subscription } from 'rxjs';
+import { AlreadySubscribedError, ClosedError, ErrorCode, HandlerError } from '../lib';
+import type { KafkaMessage, PartitionStream, Processed } from '../lib';
+import { T, harness, tp, until } from './helpers/harness';
 
 const deferred = () => {
   let resolve!: (v?: unknown) => void;
@@ -424,6 +391,80 @@ describe('ReactiveConsumer', () => {
     );
     open = true;
     gate.next();
+    await h.consumer.close();
+  });
+});
+
+describe('partitions$ (custom per-partition pipelines)', () => {
+  it('drains, commits and unassigns a user pipeline that acknowledges messages', async () => {
+    const h = harness();
+    const done: number[] = [];
+    const gates: (() => void)[] = [];
+    const sub = h.consumer.partitions$
+      .pipe(
+        mergeMap((partition) =>
+          partition.messages$.pipe(
+            // Messages concatMap buffered are not started once the partition is revoked.
+            concatMap((m) =>
+              !partition.active
+                ? EMPTY
+                : new Promise<KafkaMessage>((resolve) =>
+                    gates.push(() => {
+                      done.push(m.offset);
+                      resolve(m);
+                    }),
+                  ),
+            ),
+            partition.acknowledge(),
+          ),
+        ),
+      )
+      .subscribe();
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => gates.length === 1, 'first message in the pipeline');
+    gates[0]!();
+    await until(() => gates.length === 2, 'second message');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoking'), 'revoking');
+    await new Promise((r) => setTimeout(r, 20));
+    assert.ok(!h.fake().ops().includes('unassign'), 'waits for the pipeline');
+    gates[1]!();
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    // concatMap had messages 2..4 buffered: they are not processed (the stream completed) and
+    // the commit stops after the last acknowledged one.
+    const committed = h.events.find((e) => e.type === 'committed');
+    assert.ok(committed?.type === 'committed');
+    assert.equal(committed.results[0]?.status, 'committed');
+    assert.equal(h.fake().commits.get(`${T}[0]`), 2);
+    sub.unsubscribe();
+    await until(() => h.fake().ops().includes('disconnect'), 'unsubscribing closes');
+  });
+
+  it('emits one stream per partition per assignment, each with its own signal', async () => {
+    const h = harness();
+    const streams: PartitionStream[] = [];
+    const sub = h.consumer.partitions$
+      .pipe(
+        mergeMap((p) => {
+          streams.push(p);
+          return p.messages$.pipe(p.acknowledge());
+        }),
+      )
+      .subscribe();
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => streams.length === 2, 'two streams');
+    h.fake().rebalanceRevoke([tp(0), tp(1)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => streams.length === 3, 'a new stream for the new assignment');
+    assert.notEqual(streams[2]!.signal, streams[0]!.signal);
+    assert.ok(streams[2]!.generation > streams[0]!.generation);
+    assert.equal(streams[0]!.active, false);
+    assert.equal(streams[2]!.active, true);
+    sub.unsubscribe();
     await h.consumer.close();
   });
 });

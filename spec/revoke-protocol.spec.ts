@@ -2,40 +2,11 @@ import assert from 'node:assert/strict';
 import { lastValueFrom, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import * as Kafka from 'node-rdkafka';
-import { ConnectError, KafkaClientError, ReactiveConsumer } from '../lib';
-import type { KafkaMessage, RebalanceEvent, ReactiveConsumerOptions } from '../lib';
-import { fakeFactory } from './fakes/fake-consumer';
-import type { FakeOptions } from './fakes/fake-consumer';
+import { ConnectError, KafkaClientError } from '../lib';
+import type { KafkaMessage } from '../lib';
+import { T, harness, tp, until } from './helpers/harness';
 
 const E = Kafka.CODES.ERRORS;
-const T = 'orders';
-const tp = (partition: number) => ({ topic: T, partition });
-
-function harness(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: FakeOptions = {}) {
-  const { factory, fake } = fakeFactory(fakeOptions);
-  const consumer = new ReactiveConsumer(
-    {
-      topics: [T],
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      commitIntervalMs: 20,
-      consumeTimeoutMs: 2,
-      ...options,
-      config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g', ...(options.config ?? {}) },
-    },
-    { consumerFactory: factory as never },
-  );
-  const events: RebalanceEvent[] = [];
-  consumer.rebalances$.subscribe((e) => events.push(e));
-  return { consumer, fake, events };
-}
-
-async function until(condition: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
 
 describe('revoke protocol', () => {
   let subs: Subscription[] = [];

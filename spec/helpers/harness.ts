@@ -1,0 +1,48 @@
+import { ReactiveConsumer } from '../../lib';
+import type { RebalanceEvent, ReactiveConsumerOptions } from '../../lib';
+import { fakeFactory } from '../fakes/fake-consumer';
+import type { FakeConsumer, FakeOptions } from '../fakes/fake-consumer';
+
+export const T = 'orders';
+export const tp = (partition: number) => ({ topic: T, partition });
+
+export interface Harness {
+  consumer: ReactiveConsumer;
+  fake: () => FakeConsumer;
+  events: RebalanceEvent[];
+}
+
+/** A ReactiveConsumer on the deterministic fake client, recording its rebalance events. */
+export function harness(
+  options: Partial<ReactiveConsumerOptions> = {},
+  fakeOptions: FakeOptions = {},
+): Harness {
+  const { factory, fake } = fakeFactory(fakeOptions);
+  const consumer = new ReactiveConsumer(
+    {
+      topics: [T],
+      topicConfig: { 'auto.offset.reset': 'earliest' },
+      commitIntervalMs: 20,
+      consumeTimeoutMs: 2,
+      ...options,
+      config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g', ...(options.config ?? {}) },
+    },
+    { consumerFactory: factory as never },
+  );
+  const events: RebalanceEvent[] = [];
+  consumer.rebalances$.subscribe((e) => events.push(e));
+  return { consumer, fake, events };
+}
+
+/** Waits for a condition with a deadline, naming it when the deadline passes. */
+export async function until(
+  condition: () => boolean,
+  what: string,
+  timeoutMs = 5000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
