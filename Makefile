@@ -56,10 +56,39 @@ test-integration: build reset-kafka ## Integration tests against a real broker
 test-package: build ## npm pack, then import (ESM), require (CJS) and type-check the tarball
 	bash scripts/test-package.sh
 
+.PHONY: test-rebalance
+test-rebalance: build reset-kafka ## Rebalance chaos suite: graceful/crash/frozen/stuck on 1 broker, then a broker failure on 3
+	rm -rf $(TEST_OUTPUT)/chaos
+	$(MOCHA) --config .mocharc.chaos.json
+	$(MAKE) --no-print-directory test-rebalance-broker
+	rm -rf $(TEST_OUTPUT)/chaos
+
+.PHONY: test-rebalance-broker
+test-rebalance-broker: build ## Broker-failure chaos variant on a fresh three-node cluster
+	KAFKA_NODES=3 $(KAFKA) reset
+	KAFKA_BROKERS_TEST=127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112 KAFKA_REPLICATION_FACTOR=3 \
+		$(MOCHA) --config .mocharc.chaos-broker.json
+	KAFKA_NODES=1 $(KAFKA) reset
+
+.PHONY: test-rebalance-full
+test-rebalance-full: build reset-kafka ## The chaos suite at taskbroker's scale (8 workers x 32 partitions x 100k messages x 16 restarts)
+	rm -rf $(TEST_OUTPUT)/chaos
+	CHAOS_SCALE=full $(MOCHA) --config .mocharc.chaos.json
+	rm -rf $(TEST_OUTPUT)/chaos
+
 .PHONY: test
-test: lint test-unit test-package test-integration ## Everything: lint, unit, packaging and integration tests
+test: lint test-unit test-package test-integration test-rebalance ## Everything: lint, unit, packaging, integration and chaos tests
 
 .PHONY: clean
 clean: ## Remove build output, test output and broker data (stops the broker)
 	-$(KAFKA) down
 	rm -rf dist $(TEST_OUTPUT) integration/.kafka *.tgz
+
+.PHONY: demo
+demo: $(NPM_STAMP) ## Two consumers, rebalances under load, then a loss/duplicate count (embedded broker unless KAFKA_BROKERS)
+	node --import tsx scripts/demo/demo.ts
+
+.PHONY: docs
+docs: $(NPM_STAMP) ## API reference from the doc comments, into docs/api/ (typedoc)
+	rm -rf docs/api
+	node_modules/.bin/typedoc --options docs/typedoc.json

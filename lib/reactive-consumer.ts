@@ -1,4 +1,5 @@
 import { EMPTY, Observable, catchError, finalize, isObservable, map, mergeMap } from 'rxjs';
+import { dropOnEndMerge } from './internal/drop-on-end-merge';
 import type { Logger } from 'pino';
 import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
@@ -154,32 +155,36 @@ export class ReactiveConsumer {
   ): Observable<Processed<R>> {
     partition.trackRunning();
     return partition.messages$.pipe(
-      mergeMap((message) => {
-        if (!partition.active) return EMPTY; // revoked: buffered messages are dropped, not run
-        return limiter.run(() => {
-          if (!partition.active) return EMPTY;
-          partition.running += 1;
-          return invoke(handler, message).pipe(
-            map((result): Processed<R> => {
-              partition.ack(message);
-              return {
-                topic: message.topic,
-                partition: message.partition,
-                offset: message.offset,
-                generation: message.generation,
-                result,
-              };
-            }),
-            catchError((err: unknown) => {
-              this.onHandlerError(message, err);
-              return EMPTY;
-            }),
-            finalize(() => {
-              partition.running -= 1;
-            }),
-          );
-        }, partition.ended);
-      }, partitionConcurrency),
+      // Messages still waiting when the partition is revoked are dropped, never run.
+      dropOnEndMerge(
+        (message: KafkaMessage) => {
+          return limiter.run(() => {
+            if (!partition.active) return EMPTY;
+            partition.running += 1;
+            return invoke(handler, message).pipe(
+              map((result): Processed<R> => {
+                partition.ack(message);
+                return {
+                  topic: message.topic,
+                  partition: message.partition,
+                  offset: message.offset,
+                  generation: message.generation,
+                  result,
+                };
+              }),
+              catchError((err: unknown) => {
+                this.onHandlerError(message, err);
+                return EMPTY;
+              }),
+              finalize(() => {
+                partition.running -= 1;
+              }),
+            );
+          }, partition.ended);
+        },
+        partitionConcurrency,
+        partition.ended,
+      ),
       finalize(() => partition.pipelineDone()),
     );
   }

@@ -1,4 +1,4 @@
-import type { Observable, OperatorFunction } from 'rxjs';
+import type { Observable, ObservableInput, OperatorFunction } from 'rxjs';
 
 /** A topic and partition. */
 export interface TopicPartition {
@@ -125,6 +125,16 @@ export interface PartitionStream extends TopicPartition {
   readonly messages$: Observable<KafkaMessage>;
   /** False once the partition is being revoked: skip starting work on buffered messages. */
   readonly active: boolean;
+  /**
+   * Like `mergeMap(project, concurrency)` over this partition's messages (or batches of them),
+   * except that values still waiting for a slot when the partition is revoked are dropped (never started, never
+   * committed; the next owner gets them). Use it instead of `mergeMap`/`concatMap`, whose buffers
+   * would otherwise run every buffered message before the partition can be released.
+   */
+  run<T, R>(
+    project: (value: T) => ObservableInput<R>,
+    concurrency?: number,
+  ): OperatorFunction<T, R>;
   /** Marks a message finished (its offset may be committed once everything before it is). */
   ack(message: KafkaMessage): void;
   /**

@@ -339,3 +339,42 @@ describe('lost partitions and client errors', () => {
     await h.consumer.close();
   });
 });
+
+describe('drain with long buffers (regression: rxjs mergeMap recursion stalled drains)', () => {
+  it('drains revoked partitions at once even with thousands of buffered messages each', async function () {
+    this.timeout(30_000);
+    const h = harness(
+      { config: { 'max.poll.interval.ms': 20_000, 'session.timeout.ms': 6000 } },
+      { protocol: 'COOPERATIVE' },
+    );
+    let n = 0;
+    let i = 0;
+    const sub = h.consumer
+      .process(
+        async () => {
+          i += 1;
+          // Mostly immediate, with a slow tail, as in the chaos suite (deterministic).
+          const ms = i % 20 === 0 ? 200 : i % 5;
+          if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+          n += 1;
+        },
+        { concurrency: 16, partitionConcurrency: 2 },
+      )
+      .subscribe();
+    await until(() => h.fake().isConnected(), 'connect');
+    for (let p = 0; p < 12; p++) h.fake().produce(T, p, 3000);
+    h.fake().rebalanceAssign([...Array(12).keys()].map(tp));
+    await until(() => n > 500, '500 processed');
+    h.fake().rebalanceRevoke([...Array(9).keys()].map(tp));
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked', 10_000);
+    const drained = h.events.find((e) => e.type === 'drained');
+    assert.ok(
+      drained?.type === 'drained' && !drained.timedOut && drained.durationMs < 2000,
+      JSON.stringify(drained),
+    );
+    const before = n;
+    await until(() => n > before + 500, 'the kept partitions keep processing');
+    sub.unsubscribe();
+    await h.consumer.close();
+  });
+});

@@ -7,7 +7,8 @@ import * as Kafka from 'node-rdkafka';
 import type { Message, TopicPartitionOffset } from 'node-rdkafka';
 
 /** Bootstrap servers of the test cluster (`make kafka-up` starts it). */
-export const BROKERS = process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
+export const BROKERS =
+  process.env.KAFKA_BROKERS_TEST ?? process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
 
 /** A unique, readable name for a topic or group of one test. */
 export function uniqueName(prefix: string): string {

@@ -555,6 +555,7 @@ export class ConsumerEngine {
     const drained = await this.waitUntil(() => controls.every((c) => c.isDrained), drainDeadline);
     const stragglers = controls.filter((c) => !c.isDrained);
     const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
+    const stuck = stragglers.map((c) => c.describe());
     for (const c of stragglers) c.fence('drain deadline passed');
     const drainedAt = Date.now();
     if (!drained) {
@@ -563,6 +564,7 @@ export class ConsumerEngine {
           generation,
           partitions: list(stragglers),
           stragglers: stragglerCount,
+          stuck,
           drainTimeoutMs: total,
         },
         'drain deadline passed: committing what is contiguous and releasing the partitions; the next owner may process the unfinished messages again (duplicates)',

@@ -1,5 +1,6 @@
 import { Observable } from 'rxjs';
-import type { MonoTypeOperatorFunction, Subscriber } from 'rxjs';
+import type { MonoTypeOperatorFunction, ObservableInput, OperatorFunction, Subscriber } from 'rxjs';
+import { dropOnEndMerge } from './drop-on-end-merge';
 import type { KafkaMessage, PartitionStream } from '../types';
 import { OffsetLedger } from './offset-ledger';
 
@@ -128,6 +129,10 @@ export class PartitionControl implements PartitionStream {
       });
   }
 
+  run<T, R>(project: (value: T) => ObservableInput<R>, concurrency = 1): OperatorFunction<T, R> {
+    return dropOnEndMerge(project, concurrency, this.ended);
+  }
+
   /** Used by `process()`: the pipeline reports running handlers itself. */
   trackRunning(): void {
     this.tracksRunning = true;
@@ -169,6 +174,21 @@ export class PartitionControl implements PartitionStream {
     this.end();
     this.state_ = 'released';
     this.drainedResolve();
+  }
+
+  /** A snapshot for logs: why the partition is (not) drained. */
+  describe(): Record<string, unknown> {
+    return {
+      topic: this.topic,
+      partition: this.partition,
+      generation: this.generation,
+      state: this.state_,
+      running: this.running,
+      unfinished: this.ledger.unfinished,
+      committable: this.ledger.committable(),
+      pipelineFinalized: this.pipelineFinalized,
+      subscribed: this.subscribed,
+    };
   }
 
   get isDrained(): boolean {

@@ -1,0 +1,99 @@
+import { join } from 'node:path';
+import { runChaos } from './driver';
+import type { ChaosOptions } from './driver';
+import { OUTPUT_ROOT } from '../helpers/output';
+
+/**
+ * The rebalance chaos suite: worker processes joining and leaving a group on a real broker while
+ * work is in flight. Scale is set by CHAOS_SCALE=default|full (full = taskbroker's 8 × 32 × 100k × 16).
+ */
+const full = process.env.CHAOS_SCALE === 'full';
+const seed = Number(process.env.TEST_SEED ?? 20261130);
+
+const scale = full
+  ? {
+      workers: 8,
+      partitions: 32,
+      messages: 100_000,
+      restartsPerWorker: 16,
+      minLifeMs: 4000,
+      maxLifeMs: 30_000,
+    }
+  : {
+      workers: 4,
+      partitions: 12,
+      messages: 20_000,
+      restartsPerWorker: 3,
+      minLifeMs: 4000,
+      maxLifeMs: 9000,
+    };
+
+const classic = {
+  'session.timeout.ms': 6000,
+  'heartbeat.interval.ms': 500,
+  'max.poll.interval.ms': 20_000,
+};
+const PROTOCOLS: [string, Record<string, unknown>][] = [
+  ['eager', { ...classic, 'partition.assignment.strategy': 'range' }],
+  ['cooperative-sticky', { ...classic, 'partition.assignment.strategy': 'cooperative-sticky' }],
+  ['kip848', { 'group.protocol': 'consumer', 'max.poll.interval.ms': 20_000 }],
+];
+
+function options(
+  name: string,
+  protocolConfig: Record<string, unknown>,
+  extra: Partial<ChaosOptions> = {},
+): ChaosOptions {
+  return {
+    name,
+    outDir: join(OUTPUT_ROOT, 'chaos', name),
+    protocolConfig,
+    seed,
+    ...scale,
+    ...extra,
+  };
+}
+
+describe('rebalance chaos (real broker)', function () {
+  this.timeout(full ? 3_600_000 : 600_000);
+  before(() => console.log(`      seed=${seed} scale=${full ? 'full' : 'default'}`));
+
+  for (const [name, config] of PROTOCOLS) {
+    it(`graceful restarts lose nothing and duplicate nothing: ${name}`, async () => {
+      await runChaos(options(`graceful-${name}`, config));
+    });
+  }
+
+  if (!full) {
+    it('crash variant: SIGKILLed workers lose nothing; duplicates only above their last confirmed commit', async () => {
+      await runChaos(options('crash-kip848', PROTOCOLS[2]![1], { killEvery: 2 }));
+    });
+
+    it('frozen member: a worker stopped past its session timeout sees its partitions lost and carries on', async () => {
+      await runChaos(
+        options('frozen-cooperative', PROTOCOLS[1]![1], {
+          restartsPerWorker: 2,
+          minLifeMs: 16_000,
+          maxLifeMs: 18_000,
+          freeze: { afterMs: 3000, forMs: 10_000 },
+        }),
+      );
+    });
+
+    it('stuck handler: the partition is released at the drain deadline and the hung message is redone', async () => {
+      await runChaos(
+        options(
+          'stuck-eager',
+          { ...classic, 'partition.assignment.strategy': 'range', 'max.poll.interval.ms': 10_000 },
+          {
+            workers: 3,
+            restartsPerWorker: 2,
+            minLifeMs: 8000,
+            maxLifeMs: 10_000,
+            stuck: { key: 'm-5', ms: 20_000, drainTimeoutMs: 4000 },
+          },
+        ),
+      );
+    });
+  }
+});
