@@ -69,6 +69,7 @@ test-rebalance-broker: build ## Broker-failure chaos variant on a fresh three-no
 	KAFKA_BROKERS_TEST=127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112 KAFKA_REPLICATION_FACTOR=3 \
 		$(MOCHA) --config .mocharc.chaos-broker.json
 	KAFKA_NODES=1 $(KAFKA) reset
+	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test-rebalance-full
 test-rebalance-full: build reset-kafka ## The chaos suite at taskbroker's scale (8 workers x 32 partitions x 100k messages x 16 restarts)
@@ -77,7 +78,7 @@ test-rebalance-full: build reset-kafka ## The chaos suite at taskbroker's scale 
 	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test
-test: lint test-unit test-package test-integration test-rebalance ## Everything: lint, unit, packaging, integration and chaos tests
+test: lint test-unit test-package demo test-integration test-rebalance ## Everything: lint, unit, packaging, demo, integration and chaos tests
 
 .PHONY: clean
 clean: ## Remove build output, test output and broker data (stops the broker)

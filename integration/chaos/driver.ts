@@ -34,6 +34,8 @@ export interface ChaosOptions {
   killEvery?: number;
   /** Freeze one worker (SIGSTOP) longer than its session timeout, then resume it. */
   freeze?: { afterMs: number; forMs: number };
+  /** Handlers per partition in each worker. @default 2 */
+  partitionConcurrency?: number;
   /** One message's handler hangs past the drain deadline. */
   stuck?: { key: string; ms: number; drainTimeoutMs: number };
   /** Kill one broker of a three-node cluster mid-run and bring it back. */
@@ -113,6 +115,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         CHAOS_OUT: out,
         CHAOS_LOG: log,
         CHAOS_SEED: String(o.seed * 1000 + slot * 100 + life),
+        CHAOS_PARTITION_CONCURRENCY: String(o.partitionConcurrency ?? 2),
         ...(o.stuck
           ? {
               CHAOS_STUCK_KEY: o.stuck.key,
@@ -250,6 +253,7 @@ interface Parsed {
   assignedAt: number[];
   stuck: { partition: number; offset: number; at: number }[];
   failedCommits: Set<number>;
+  lostSeen: boolean;
 }
 
 function parse(run: WorkerRun): Parsed {
@@ -261,6 +265,7 @@ function parse(run: WorkerRun): Parsed {
     assignedAt: [],
     stuck: [],
     failedCommits: new Set(),
+    lostSeen: false,
   };
   if (!existsSync(run.out)) return p;
   for (const line of readFileSync(run.out, 'utf8').split('\n')) {
@@ -274,6 +279,7 @@ function parse(run: WorkerRun): Parsed {
       if (f[1] === 'revoked' || f[1] === 'lost') p.rebalances += 1;
       if (f[1] === 'revoked' && f[4]) p.revokeMs.push(+f[4]);
       if (f[1] === 'assigned' && f[3]) p.assignedAt.push(+f[2]!);
+      if (f[1] === 'lost') p.lostSeen = true;
     }
   }
   return p;
@@ -353,6 +359,15 @@ async function verify(
       problems.push(
         `duplicate ${k} by ${list.map((x) => `${x.pid}(${x.run.signal ?? 'final'}${x.run.frozen ? ',frozen' : ''})`).join(', ')} not explained by a crash after the last confirmed commit`,
       );
+  }
+
+  if (o.freeze) {
+    // The frozen worker must have seen its partitions as lost when it woke up.
+    const frozen = [...parsed].find(([run]) => run.frozen);
+    if (!frozen) problems.push('no worker was frozen: the variant proved nothing');
+    else if (!frozen[1].lostSeen && frozen[1].failedCommits.size === 0) {
+      problems.push(`the frozen worker ${frozen[0].pid} never saw its partitions as lost`);
+    }
   }
 
   const stuck = o.stuck;

@@ -98,7 +98,8 @@ process.on('SIGTERM', () => {
 });
 
 writeSync(out, `E ready ${Date.now()}\n`);
-consumer.process(handle, { concurrency: 16, partitionConcurrency: 2 }).subscribe({
+const partitionConcurrency = Number(process.env.CHAOS_PARTITION_CONCURRENCY ?? 2);
+consumer.process(handle, { concurrency: 16, partitionConcurrency }).subscribe({
   error: (err: unknown) => {
     logger.error({ err }, 'pipeline failed');
     closeSync(out);
