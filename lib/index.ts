@@ -22,6 +22,7 @@ export type {
   TopicPartition,
   KafkaMessage,
   RebalanceEvent,
+  RebalanceEventBase,
   RebalanceEventType,
   RebalanceProtocol,
   PartitionCommitResult,

@@ -42,7 +42,8 @@ export type PartitionCommitResult =
     })
   | (TopicPartition & { readonly status: 'lost'; readonly reason: string });
 
-interface RebalanceEventBase {
+/** Fields every {@link RebalanceEvent} has. */
+export interface RebalanceEventBase {
   /** Increases with every assignment change. */
   readonly generation: number;
   readonly partitions: readonly TopicPartition[];
@@ -83,6 +84,7 @@ export type RebalanceEvent =
     })
   | (RebalanceEventBase & { readonly type: 'lost'; readonly reason: string });
 
+/** The phase names of {@link RebalanceEvent}: `assigned | revoking | drained | committed | revoked | lost`. */
 export type RebalanceEventType = RebalanceEvent['type'];
 
 /** What `process()` emits for each message whose handler succeeded. */
@@ -98,6 +100,11 @@ export interface Processed<R = unknown> {
 /** A handler's return: a plain value, a Promise, or an Observable (processed when it completes). */
 export type HandlerResult<R> = R | Promise<R> | Observable<R>;
 
+/**
+ * A message handler for `process()`: the message counts as processed when the returned Promise
+ * resolves, the Observable completes, or a plain value is returned; a throw, rejection or error is a
+ * failure.
+ */
 export type MessageHandler<R = unknown> = (message: KafkaMessage) => HandlerResult<R>;
 
 /** Options of `process()`. */
