@@ -192,6 +192,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         const lifetime = o.minLifeMs + random() * (o.maxLifeMs - o.minLifeMs);
         if (o.freeze && slot === 0 && life === 1) {
           await sleep(o.freeze.afterMs);
+          // Freeze it while it owns partitions, or the variant proves little.
+          const ownsBy = Date.now() + 20_000;
+          while (!ownsPartitions(run) && Date.now() < ownsBy) await sleep(100);
           run.child.kill('SIGSTOP');
           run.frozen = true;
           await sleep(o.freeze.forMs);
@@ -227,6 +230,20 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   await Promise.all(finals.map((r) => stop(r, 'SIGTERM')));
 
   return verify(o, topic, group, runs, started);
+}
+
+function ownsPartitions(run: WorkerRun): boolean {
+  if (!existsSync(run.out)) return false;
+  const owned = new Set<string>();
+  for (const line of readFileSync(run.out, 'utf8').split('\n')) {
+    const f = line.split(' ');
+    if (f[0] !== 'E' || !f[3]) continue;
+    for (const p of f[3].split(',')) {
+      if (f[1] === 'assigned') owned.add(p);
+      else owned.delete(p);
+    }
+  }
+  return owned.size > 0;
 }
 
 function isReady(run: WorkerRun): boolean {
@@ -365,8 +382,16 @@ async function verify(
     // The frozen worker must have seen its partitions as lost when it woke up.
     const frozen = [...parsed].find(([run]) => run.frozen);
     if (!frozen) problems.push('no worker was frozen: the variant proved nothing');
-    else if (!frozen[1].lostSeen && frozen[1].failedCommits.size === 0) {
-      problems.push(`the frozen worker ${frozen[0].pid} never saw its partitions as lost`);
+    else {
+      // It must notice it was dropped from the group: a `lost` event, a refused commit, or the
+      // library's membership-lost warning (librdkafka's session timeout).
+      const log = existsSync(frozen[0].log) ? readFileSync(frozen[0].log, 'utf8') : '';
+      const noticed =
+        frozen[1].lostSeen ||
+        frozen[1].failedCommits.size > 0 ||
+        log.includes('group membership lost');
+      if (!noticed)
+        problems.push(`the frozen worker ${frozen[0].pid} never noticed it left the group`);
     }
   }
 
