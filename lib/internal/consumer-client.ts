@@ -16,7 +16,14 @@ import type {
   RebalanceCallback,
   TopicPartitionOffset,
 } from './rdkafka';
-import { Code, defaultConsumerFactory, kafkaCodeOf, toKafkaError } from './rdkafka';
+import {
+  Code,
+  defaultConsumerFactory,
+  errorMessage,
+  kafkaCodeOf,
+  toKafkaError,
+  tpKey,
+} from './rdkafka';
 
 interface PendingCommit {
   /** Set when the wait timed out; the entry stays so its late result is not taken for a newer one. */
@@ -26,8 +33,6 @@ interface PendingCommit {
   readonly reject: (err: Error) => void;
   readonly timer: NodeJS.Timeout;
 }
-
-const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
 export class ConsumerClient {
   readonly raw: RdKafkaConsumer;
@@ -163,11 +168,6 @@ export class ConsumerClient {
     });
   }
 
-  /** True while a `consume(n)` call is outstanding. */
-  get consumeInFlight(): boolean {
-    return this.consuming;
-  }
-
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
@@ -268,8 +268,4 @@ export class ConsumerClient {
 
 function describe(offsets: readonly TopicPartitionOffset[]): string {
   return offsets.map((o) => `${o.topic}[${o.partition}]@${o.offset}`).join(', ');
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -7,7 +7,6 @@
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
-import { ClosedError } from '../errors';
 import type { KafkaClientError } from '../errors';
 import type {
   PartitionCommitResult,
@@ -25,8 +24,10 @@ import {
   OWNERSHIP_LOST_CODES,
   TERMINAL_CODES,
   defaultConsumerFactory,
+  errorMessage,
   kafkaCodeOf,
   toKafkaError,
+  tpKey,
 } from './rdkafka';
 
 /** The engine's lifecycle. */
@@ -37,8 +38,6 @@ export type EngineState =
   | { readonly kind: 'closing' }
   | { readonly kind: 'closed' };
 
-const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
-const errorMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
   tps.map((t) => ({ topic: t.topic, partition: t.partition }));
 
@@ -118,16 +117,6 @@ export class ConsumerEngine {
 
   get lifecycle(): EngineState {
     return this.state;
-  }
-
-  /** The current assignment generation. */
-  get currentGeneration(): number {
-    return this.generation;
-  }
-
-  /** Controls of the partitions owned now (active or being revoked). */
-  ownedPartitions(): readonly PartitionControl[] {
-    return [...this.owned.values()];
   }
 
   /** Fetch positions of the owned partitions (undefined where librdkafka does not know it yet). */
@@ -988,13 +977,6 @@ export class ConsumerEngine {
     this.rebalances.complete();
     if (this.failure) this.partitionStreams.error(this.failure);
     else this.partitionStreams.complete();
-  }
-
-  /** Rejects operations on a closed engine. */
-  assertOpen(): void {
-    if (this.state.kind === 'closing' || this.state.kind === 'closed' || this.closePromise) {
-      throw new ClosedError('The consumer is closed');
-    }
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -37,8 +37,6 @@ export class PartitionControl implements PartitionStream {
   private tracksRunning = false;
   /** The last offset the broker confirmed for this assignment. */
   lastCommitted: number | undefined;
-  /** True when the group had a committed offset for this partition at assignment. */
-  hadCommitted: boolean | undefined;
   /** Paused by the library for backpressure. */
   paused = false;
 

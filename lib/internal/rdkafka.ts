@@ -165,3 +165,10 @@ export function kafkaCodeOf(err: unknown): number | undefined {
   if (typeof e.code === 'number') return e.code;
   return undefined;
 }
+
+/** A map key for a topic partition. */
+export const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
+
+/** The message of an error of any shape. */
+export const errorMessage = (err: unknown): string =>
+  err instanceof Error ? err.message : String(err);
