@@ -15,6 +15,9 @@ export const ErrorCode = {
   Closed: 'ERR_RKC_CLOSED',
   Handler: 'ERR_RKC_HANDLER',
   Timeout: 'ERR_RKC_TIMEOUT',
+  Authentication: 'ERR_RKC_AUTHENTICATION',
+  Deserialization: 'ERR_RKC_DESERIALIZATION',
+  DeadLetter: 'ERR_RKC_DEAD_LETTER',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -112,12 +115,69 @@ export class ClosedError extends ReactiveKafkaError {
   readonly code = ErrorCode.Closed;
 }
 
-/** A message handler failed. Carries the message coordinates and the handler's error as `cause`. */
+/**
+ * A message handler failed for good (after its retries). Carries the message coordinates, the
+ * number of attempts, and the handler's last error as `cause`.
+ */
 export class HandlerError extends ReactiveKafkaError {
   readonly code = ErrorCode.Handler;
+  /** Handler calls made for this message (1 + retries). */
+  readonly attempts: number;
   constructor(
     message: string,
     readonly coordinates: KafkaCoordinates,
+    options: BaseOptions & { attempts?: number } = {},
+  ) {
+    super(message, options);
+    this.attempts = options.attempts ?? 1;
+  }
+}
+
+/**
+ * A message's key or value could not be decoded (or failed the user's validation). Never retried;
+ * it follows the `process()` failure policy. `cause` is the decoder's error.
+ */
+export class DeserializationError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Deserialization;
+  constructor(
+    message: string,
+    readonly coordinates: KafkaCoordinates,
+    /** Which part failed to decode. */
+    readonly part: 'key' | 'value',
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * A failed message could not be written to the dead-letter topic (the broker never confirmed it).
+ * The consumer then stops as with `onFailure: 'stop'`: `cause` is the delivery error and `failure`
+ * the error that sent the message to the dead-letter topic.
+ */
+export class DeadLetterError extends ReactiveKafkaError {
+  readonly code = ErrorCode.DeadLetter;
+  constructor(
+    message: string,
+    readonly coordinates: KafkaCoordinates,
+    readonly deadLetterTopic: string,
+    /** Why the message was being dead-lettered. */
+    readonly failure: unknown,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * The cluster refused the client's credentials (SASL/SSL). librdkafka treats this as transient and
+ * retries forever; the library ends the consumer instead. `kafkaCode` is librdkafka's code.
+ */
+export class AuthenticationError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Authentication;
+  constructor(
+    message: string,
+    readonly kafkaCode: number,
     options: BaseOptions = {},
   ) {
     super(message, options);

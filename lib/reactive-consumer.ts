@@ -1,16 +1,20 @@
-import { EMPTY, Observable, catchError, finalize, isObservable, map, mergeMap } from 'rxjs';
-import { dropOnEndMerge } from './internal/drop-on-end-merge';
+import { Observable, mergeMap } from 'rxjs';
 import type { Logger } from 'pino';
 import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
-import { AlreadySubscribedError, ClosedError, ConfigError, HandlerError } from './errors';
+import { AlreadySubscribedError, ClosedError, ConfigError } from './errors';
+import type { DeadLetterError, DeserializationError, HandlerError } from './errors';
 import { ConsumerEngine } from './internal/consumer-engine';
+import { DeadLetterWriter } from './internal/dead-letter';
+import type { ProducerFactory } from './internal/dead-letter';
 import { FairLimiter } from './internal/fair-limiter';
+import { MessageProcessor } from './internal/processor';
+import { resolveProcessOptions } from './process-options';
 import type { PartitionControl } from './internal/partition-control';
 import type { ConsumerFactory } from './internal/rdkafka';
 import { defaultLogger } from './logger';
 import type {
-  KafkaMessage,
+  ConsumerEvent,
   MessageHandler,
   PartitionStream,
   ProcessOptions,
@@ -18,12 +22,12 @@ import type {
   RebalanceEvent,
 } from './types';
 
-/** Defaults of {@link ProcessOptions}. */
-export const PROCESS_DEFAULTS = { concurrency: 64, partitionConcurrency: 1 } as const;
-
 /** @internal Test seams; not part of the public API. */
 export interface ReactiveConsumerInternals {
   consumerFactory?: ConsumerFactory;
+  producerFactory?: ProducerFactory;
+  /** Source of retry jitter. */
+  random?: () => number;
 }
 
 let startedConsumers = 0;
@@ -48,6 +52,12 @@ export class ReactiveConsumer {
   /** Every rebalance phase as it happens (hot; completes when the consumer is closed). */
   readonly rebalances$: Observable<RebalanceEvent>;
   /**
+   * Everything else worth knowing, as it happens: retries, skipped, dead-lettered and failed
+   * messages, offset resets (records skipped), unavailable topics, transient client errors (hot;
+   * completes when the consumer is closed).
+   */
+  readonly events$: Observable<ConsumerEvent>;
+  /**
    * One {@link PartitionStream} per assigned partition per assignment. Subscribing connects and
    * subscribes; unsubscribing closes the consumer. One pipeline per consumer: `partitions$` or
    * `process()`, subscribed once.
@@ -59,12 +69,16 @@ export class ReactiveConsumer {
   private readonly logger: Logger;
   private attached = false;
 
-  constructor(options: ReactiveConsumerOptions, internals: ReactiveConsumerInternals = {}) {
+  constructor(
+    options: ReactiveConsumerOptions,
+    private readonly internals: ReactiveConsumerInternals = {},
+  ) {
     this.settings = resolveSettings(options);
     const base = options.logger ?? defaultLogger();
     this.logger = base.child({ component: 'reactive-rdkafka', group: this.settings.groupId });
     this.engine = new ConsumerEngine(this.settings, this.logger, internals.consumerFactory);
     this.rebalances$ = this.engine.rebalances.asObservable();
+    this.events$ = this.engine.events.asObservable();
     this.partitions$ = new Observable<PartitionControl>((subscriber) => {
       if (this.attached) {
         subscriber.error(
@@ -94,39 +108,60 @@ export class ReactiveConsumer {
    * Runs `handler` for every message, at most `concurrency` at once across partitions (a fair
    * pool) and `partitionConcurrency` within one partition (1 keeps offset order). A message counts
    * as processed when the handler's Promise resolves, its Observable completes, or it returns a
-   * plain value. A handler failure stops the consumer: it commits what is contiguous, closes, and
-   * the returned Observable errors with a {@link HandlerError}. Completes after `close()`.
+   * plain value.
+   *
+   * Keys and values can be decoded first (`key`/`value`: `'string'`, `'json'`, a function). A
+   * failing handler is retried with backoff (`retry`); a message that fails for good, or whose
+   * payload cannot be decoded, follows `onFailure`:
+   * - `'stop'` (default): commit what is contiguous before it, close, and error the returned
+   *   Observable with a {@link HandlerError} (or {@link DeserializationError}) carrying its
+   *   coordinates — nothing after it is committed;
+   * - `'dead-letter'`: write it to `deadLetter.topic`, confirmed by the broker, then count it as done
+   *   (if the write fails for good: stop with a {@link DeadLetterError});
+   * - `'skip'`: log it at error level, count it, go on.
+   *
+   * Emits a {@link Processed} per finished message; completes after `close()`.
    */
-  process<R = unknown>(
-    handler: MessageHandler<R>,
-    options: ProcessOptions = {},
+  process<V = Buffer | null, R = unknown, K = Buffer | null>(
+    handler: MessageHandler<R, K, V>,
+    options: ProcessOptions<K, V> = {},
   ): Observable<Processed<R>> {
-    const concurrency = options.concurrency ?? PROCESS_DEFAULTS.concurrency;
-    const partitionConcurrency =
-      options.partitionConcurrency ?? PROCESS_DEFAULTS.partitionConcurrency;
-    for (const [key, value] of [
-      ['concurrency', concurrency],
-      ['partitionConcurrency', partitionConcurrency],
-    ] as const) {
-      if (!(value === Infinity || (Number.isInteger(value) && value >= 1))) {
-        throw new ConfigError(
-          `Expected \`${key}\` to be an integer ≥ 1, got ${String(value)}`,
-          key,
-        );
-      }
-    }
     if (typeof handler !== 'function') {
       throw new ConfigError('Expected `handler` to be a function', 'handler');
     }
+    const resolved = resolveProcessOptions(
+      options as ProcessOptions<unknown, unknown>,
+      this.settings,
+    );
+    const deadLetter =
+      resolved.deadLetter === undefined
+        ? undefined
+        : new DeadLetterWriter(
+            resolved.deadLetter.topic,
+            resolved.deadLetter.producerConfig,
+            this.settings.groupId,
+            this.settings.connectTimeoutMs,
+            this.logger.child({ component: 'dead-letter' }),
+            this.internals.producerFactory,
+          );
     return new Observable<Processed<R>>((subscriber) => {
-      const limiter = new FairLimiter(concurrency);
-      return (this.partitions$ as Observable<PartitionControl>)
-        .pipe(
-          mergeMap((partition) =>
-            this.runPartition(partition, handler, limiter, partitionConcurrency),
-          ),
-        )
+      const limiter = new FairLimiter(resolved.concurrency);
+      const processor = new MessageProcessor<R, K, V>(
+        handler,
+        resolved,
+        this.engine,
+        this.logger,
+        deadLetter,
+        this.internals.random,
+      );
+      void deadLetter?.start();
+      const sub = (this.partitions$ as Observable<PartitionControl>)
+        .pipe(mergeMap((partition) => processor.runPartition(partition, limiter)))
         .subscribe(subscriber);
+      return () => {
+        sub.unsubscribe();
+        void deadLetter?.close(this.settings.commitTimeoutMs);
+      };
     });
   }
 
@@ -147,71 +182,6 @@ export class ReactiveConsumer {
     return this.engine.close();
   }
 
-  private runPartition<R>(
-    partition: PartitionControl,
-    handler: MessageHandler<R>,
-    limiter: FairLimiter,
-    partitionConcurrency: number,
-  ): Observable<Processed<R>> {
-    partition.trackRunning();
-    return partition.messages$.pipe(
-      // Messages still waiting when the partition is revoked are dropped, never run.
-      dropOnEndMerge(
-        (message: KafkaMessage) => {
-          return limiter.run(() => {
-            if (!partition.active) return EMPTY;
-            partition.running += 1;
-            return invoke(handler, message).pipe(
-              map((result): Processed<R> => {
-                partition.ack(message);
-                return {
-                  topic: message.topic,
-                  partition: message.partition,
-                  offset: message.offset,
-                  generation: message.generation,
-                  result,
-                };
-              }),
-              catchError((err: unknown) => {
-                this.onHandlerError(message, err);
-                return EMPTY;
-              }),
-              finalize(() => {
-                partition.running -= 1;
-              }),
-            );
-          }, partition.ended);
-        },
-        partitionConcurrency,
-        partition.ended,
-      ),
-      finalize(() => partition.pipelineDone()),
-    );
-  }
-
-  private onHandlerError(message: KafkaMessage, err: unknown): void {
-    const coordinates = {
-      topic: message.topic,
-      partition: message.partition,
-      offset: message.offset,
-    };
-    const error = new HandlerError(
-      `Handler failed on ${message.topic}[${message.partition}]@${message.offset}: ${err instanceof Error ? err.message : String(err)}`,
-      coordinates,
-      { cause: err },
-    );
-    if (message.signal.aborted) {
-      // The partition was lost or its deadline passed: this result no longer counts anyway.
-      this.logger.warn({ err, ...coordinates }, 'handler failed after its partition was released');
-      return;
-    }
-    this.logger.error(
-      { err, ...coordinates },
-      'handler failed: committing what is contiguous and closing',
-    );
-    this.engine.failWith(error);
-  }
-
   private warnOnSmallThreadPool(): void {
     startedConsumers += 1;
     const pool = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
@@ -224,45 +194,4 @@ export class ReactiveConsumer {
       );
     }
   }
-}
-
-/** Runs a handler and emits its result once when it succeeds (last value for an Observable). */
-function invoke<R>(handler: MessageHandler<R>, message: KafkaMessage): Observable<R | undefined> {
-  return new Observable<R | undefined>((subscriber) => {
-    let result: ReturnType<MessageHandler<R>>;
-    try {
-      result = handler(message);
-    } catch (err) {
-      subscriber.error(err);
-      return undefined;
-    }
-    if (isObservable(result)) {
-      let last: R | undefined;
-      return result.subscribe({
-        next: (v) => (last = v),
-        error: (e: unknown) => subscriber.error(e),
-        complete: () => {
-          subscriber.next(last);
-          subscriber.complete();
-        },
-      });
-    }
-    if (
-      result !== null &&
-      typeof result === 'object' &&
-      typeof (result as Promise<R>).then === 'function'
-    ) {
-      (result as Promise<R>).then(
-        (v) => {
-          subscriber.next(v);
-          subscriber.complete();
-        },
-        (e: unknown) => subscriber.error(e),
-      );
-      return undefined;
-    }
-    subscriber.next(result as R);
-    subscriber.complete();
-    return undefined;
-  });
 }

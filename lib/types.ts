@@ -87,14 +87,26 @@ export type RebalanceEvent =
 /** The phase names of {@link RebalanceEvent}: `assigned | revoking | drained | committed | revoked | lost`. */
 export type RebalanceEventType = RebalanceEvent['type'];
 
-/** What `process()` emits for each message whose handler succeeded. */
+/** How a message left `process()`: handled, skipped after failing, or written to the dead-letter topic. */
+export type ProcessedStatus = 'processed' | 'skipped' | 'dead-lettered';
+
+/**
+ * What `process()` emits for each message it finished: its handler succeeded (`processed`), or it
+ * failed for good and the failure policy `skip`ped it or wrote it to the dead-letter topic. Every
+ * emitted offset counts as done and will be committed.
+ */
 export interface Processed<R = unknown> {
   readonly topic: string;
   readonly partition: number;
   readonly offset: number;
   readonly generation: number;
-  /** The handler's result (last value for an Observable handler). */
+  readonly status: ProcessedStatus;
+  /** Handler calls made for this message (0 when its key or value could not be decoded). */
+  readonly attempts: number;
+  /** The handler's result (last value for an Observable handler); undefined unless `processed`. */
   readonly result: R | undefined;
+  /** Why the message was skipped or dead-lettered. */
+  readonly error?: unknown;
 }
 
 /** A handler's return: a plain value, a Promise, or an Observable (processed when it completes). */
@@ -105,14 +117,94 @@ export type HandlerResult<R> = R | Promise<R> | Observable<R>;
  * resolves, the Observable completes, or a plain value is returned; a throw, rejection or error is a
  * failure.
  */
-export type MessageHandler<R = unknown> = (message: KafkaMessage) => HandlerResult<R>;
+export type MessageHandler<R = unknown, K = Buffer | null, V = Buffer | null> = (
+  message: DecodedMessage<K, V>,
+) => HandlerResult<R>;
+
+/**
+ * A message whose key and value went through the `process()` deserializers. Without deserializers
+ * it is the plain {@link KafkaMessage} (`Buffer | null` key and value). `size` stays the payload's
+ * size in bytes.
+ */
+export type DecodedMessage<K = Buffer | null, V = Buffer | null> = Omit<
+  KafkaMessage,
+  'key' | 'value'
+> & {
+  readonly key: K;
+  readonly value: V;
+};
+
+/**
+ * Decodes a key or value. Throw to reject the payload: the message then follows the failure policy
+ * (never retried) with a `DeserializationError`.
+ */
+export type Deserializer<T> = (data: Buffer | null, message: KafkaMessage) => T;
+
+/**
+ * A deserializer, or a built-in one by name: `'buffer'` (as is), `'string'` (UTF-8, `null` stays
+ * `null`), `'json'` (UTF-8 JSON, `null` stays `null`; see `deserializers.json` for validation).
+ */
+export type DeserializerSpec<T> = Deserializer<T> | 'buffer' | 'string' | 'json';
+
+/** Retries of a failing handler: exponential backoff with jitter, `delay × factor^n` capped at `maxDelayMs`. */
+export interface RetryOptions {
+  /** Retries after the first attempt (0 disables retrying). @default 3 */
+  count?: number;
+  /** Delay before the first retry, in ms. @default 100 */
+  initialDelayMs?: number;
+  /** Longest delay between two attempts, in ms. @default 5000 */
+  maxDelayMs?: number;
+  /** Growth of the delay per retry. @default 2 */
+  factor?: number;
+  /** Random spread of each delay, as a fraction of it (0.2 = ±20%). @default 0.2 */
+  jitter?: number;
+}
+
+/**
+ * What happens to a message whose handler failed for good (retries exhausted) or whose payload
+ * could not be decoded:
+ * - `stop`: commit everything before it, close the consumer, error `process()` with the coordinates;
+ * - `dead-letter`: write it to `deadLetter.topic` (confirmed by the broker), then count it as done;
+ * - `skip`: log it at error level, count it, and go on.
+ */
+export type FailurePolicy = 'stop' | 'skip' | 'dead-letter';
+
+/** Where and how failed messages are written under `onFailure: 'dead-letter'`. */
+export interface DeadLetterOptions {
+  /** The dead-letter topic. Must exist (or be auto-created by the cluster) and differ from the input topics. */
+  topic: string;
+  /**
+   * librdkafka producer settings layered over the defaults (the consumer's `bootstrap.servers`,
+   * `client.id`, `security.protocol`, `sasl.*` and `ssl.*`; `enable.idempotence=true`;
+   * `message.timeout.ms` = half the drain deadline, at most 30000). `message.timeout.ms` must stay
+   * below `drainTimeoutMs`; `dr_cb`/`dr_msg_cb` are owned by the library.
+   */
+  producerConfig?: Record<string, unknown>;
+}
 
 /** Options of `process()`. */
-export interface ProcessOptions {
+export interface ProcessOptions<K = Buffer | null, V = Buffer | null> {
   /** Most handlers in flight across all partitions; a fair pool. @default 64 */
   concurrency?: number;
   /** Most handlers in flight within one partition; 1 keeps offset order. @default 1 */
   partitionConcurrency?: number;
+  /** Decodes each key before the handler sees it. @default 'buffer' */
+  key?: DeserializerSpec<K>;
+  /** Decodes each value before the handler sees it. @default 'buffer' */
+  value?: DeserializerSpec<V>;
+  /**
+   * Retries of a failing handler (each attempt calls it afresh), as a count or with backoff
+   * settings; `false` or 0 disables. A retry waiting when its partition is revoked is abandoned: the
+   * message stays uncommitted and the next owner runs it. @default { count: 3, initialDelayMs: 100 }
+   */
+  retry?: number | RetryOptions | false;
+  /**
+   * What to do with a message that failed for good. @default 'stop' (or 'dead-letter' when
+   * `deadLetter` is set): nothing is committed past a failed message unless you choose otherwise.
+   */
+  onFailure?: FailurePolicy;
+  /** The dead-letter topic and producer settings; required by `onFailure: 'dead-letter'`. */
+  deadLetter?: DeadLetterOptions;
 }
 
 /**
@@ -150,3 +242,65 @@ export interface PartitionStream extends TopicPartition {
    */
   acknowledge<T extends KafkaMessage>(): OperatorFunction<T, T>;
 }
+
+/** Fields every {@link ConsumerEvent} has. */
+export interface ConsumerEventBase {
+  /** When the event was emitted (ms since the epoch). */
+  readonly at: number;
+}
+
+/**
+ * Things an operator should know about that are not rebalances: failure-policy outcomes, offset
+ * resets (records skipped), unavailable topics and transient client errors.
+ */
+export type ConsumerEvent =
+  | (ConsumerEventBase & {
+      readonly type: 'handler-retry';
+      readonly topic: string;
+      readonly partition: number;
+      readonly offset: number;
+      /** The attempt that failed (1 = the first call). */
+      readonly attempt: number;
+      readonly delayMs: number;
+      readonly error: unknown;
+    })
+  | (ConsumerEventBase & {
+      readonly type: 'message-skipped' | 'dead-lettered' | 'message-failed';
+      readonly topic: string;
+      readonly partition: number;
+      readonly offset: number;
+      readonly attempts: number;
+      readonly error: unknown;
+      /** The dead-letter topic (`dead-lettered` only). */
+      readonly deadLetterTopic?: string;
+    })
+  | (ConsumerEventBase & {
+      readonly type: 'offset-reset';
+      readonly topic: string;
+      readonly partition: number;
+      /** The offset the consumer tried to fetch (usually the committed one). */
+      readonly from: number | undefined;
+      /** Where fetching resumed; `from → to` are the offsets jumped. */
+      readonly to: number | undefined;
+      /** `earliest` or `latest` (auto.offset.reset), or an explicit offset. */
+      readonly resetTo: string;
+      readonly reason: string;
+    })
+  | (ConsumerEventBase & {
+      readonly type: 'topic-unavailable';
+      readonly topic: string | undefined;
+      /** `unknown`: the topic does not exist (yet); `not-authorized`: the ACLs forbid reading it. */
+      readonly reason: 'unknown' | 'not-authorized';
+      readonly kafkaCode: number;
+      readonly message: string;
+    })
+  | (ConsumerEventBase & {
+      readonly type: 'client-error';
+      readonly kafkaCode: number;
+      readonly message: string;
+      /** Client errors seen so far by this consumer. */
+      readonly count: number;
+    });
+
+/** The type names of {@link ConsumerEvent}. */
+export type ConsumerEventType = ConsumerEvent['type'];

@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
 import {
   AlreadySubscribedError,
+  AuthenticationError,
   ClosedError,
   CommitError,
   ConfigError,
   ConnectError,
+  DeadLetterError,
+  DeserializationError,
   ErrorCode,
   HandlerError,
   KafkaClientError,
@@ -25,7 +28,35 @@ describe('errors', () => {
     [new ClosedError('m'), ErrorCode.Closed],
     [new HandlerError('m', { topic: 't', partition: 0, offset: 1 }), ErrorCode.Handler],
     [new TimeoutError('m', 'drain', 10), ErrorCode.Timeout],
+    [new AuthenticationError('m', -169), ErrorCode.Authentication],
+    [
+      new DeserializationError('m', { topic: 't', partition: 0, offset: 1 }, 'value'),
+      ErrorCode.Deserialization,
+    ],
+    [
+      new DeadLetterError('m', { topic: 't', partition: 0, offset: 1 }, 'dlq', new Error('x')),
+      ErrorCode.DeadLetter,
+    ],
   ];
+  const expectedCodes: Record<string, string> = {
+    ConfigError: 'ERR_RKC_CONFIG',
+    NativeFeatureMissingError: 'ERR_RKC_NATIVE_FEATURE_MISSING',
+    ConnectError: 'ERR_RKC_CONNECT',
+    KafkaClientError: 'ERR_RKC_KAFKA',
+    CommitError: 'ERR_RKC_COMMIT',
+    AlreadySubscribedError: 'ERR_RKC_ALREADY_SUBSCRIBED',
+    ClosedError: 'ERR_RKC_CLOSED',
+    HandlerError: 'ERR_RKC_HANDLER',
+    TimeoutError: 'ERR_RKC_TIMEOUT',
+    AuthenticationError: 'ERR_RKC_AUTHENTICATION',
+    DeserializationError: 'ERR_RKC_DESERIALIZATION',
+    DeadLetterError: 'ERR_RKC_DEAD_LETTER',
+  };
+
+  it('keeps each class on its documented code string (the contract users match on)', () => {
+    for (const [err] of cases) assert.equal(err.code, expectedCodes[err.name], err.name);
+    assert.equal(Object.keys(expectedCodes).length, cases.length);
+  });
 
   it('gives every error class its own stable code', () => {
     for (const [err, code] of cases) {

@@ -7,8 +7,10 @@
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
+import { AuthenticationError } from '../errors';
 import type { KafkaClientError } from '../errors';
 import type {
+  ConsumerEvent,
   PartitionCommitResult,
   RebalanceEvent,
   RebalanceProtocol,
@@ -18,6 +20,7 @@ import { ConsumeCadence } from './consume-loop';
 import { ConsumerClient } from './consumer-client';
 import { toKafkaMessage } from './message';
 import { PartitionControl } from './partition-control';
+import type { FailureCounters, ProcessorHost } from './processor';
 import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
 import {
   Code,
@@ -59,9 +62,21 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
  */
 const LOST_LOG_FACILITIES: ReadonlySet<string> = new Set(['MAXPOLL', 'SESSTMOUT']);
 
-export class ConsumerEngine {
+export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
   readonly rebalances = new Subject<RebalanceEvent>();
+  /** Failure-policy outcomes, offset resets, unavailable topics, client errors. */
+  readonly events = new Subject<ConsumerEvent>();
+  /** Failure-policy outcomes since start. */
+  readonly counters: FailureCounters = { retries: 0, skipped: 0, deadLettered: 0, failed: 0 };
+  /** librdkafka client errors seen since start (transient ones included). */
+  clientErrors = 0;
+  /** Offset resets seen since start (records skipped or re-read). */
+  offsetResets = 0;
+  /** An authentication failure reported while connecting (its events arrive just before connect fails). */
+  private authFailure: AuthenticationError | undefined;
+  /** Topics currently reported unavailable (to warn once per topic, not once per poll). */
+  private readonly unavailableTopics = new Set<string>();
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
@@ -334,6 +349,11 @@ export class ConsumerEngine {
 
   private emit(event: RebalanceEvent): void {
     this.rebalances.next(event);
+  }
+
+  /** Publishes a {@link ConsumerEvent}. */
+  publish(event: ConsumerEvent): void {
+    this.events.next(event);
   }
 
   private onRebalance(err: LibrdKafkaError | undefined, assignment: Assignment[]): void {
@@ -975,6 +995,7 @@ export class ConsumerEngine {
 
   private finish(): void {
     this.rebalances.complete();
+    this.events.complete();
     if (this.failure) this.partitionStreams.error(this.failure);
     else this.partitionStreams.complete();
   }

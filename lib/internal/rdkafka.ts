@@ -78,6 +78,7 @@ export const Code = {
   RESOLVE: E.ERR__RESOLVE,
   DESTROY: E.ERR__DESTROY,
   AUTO_OFFSET_RESET: E.ERR__AUTO_OFFSET_RESET,
+  QUEUE_FULL: E.ERR__QUEUE_FULL,
   UNKNOWN_TOPIC_OR_PART: E.ERR_UNKNOWN_TOPIC_OR_PART,
   COORDINATOR_NOT_AVAILABLE: E.ERR_COORDINATOR_NOT_AVAILABLE,
   NOT_COORDINATOR: E.ERR_NOT_COORDINATOR,
@@ -146,8 +147,8 @@ export function assertNativeFeatures(required: readonly string[] = REQUIRED_FEAT
  */
 export function toKafkaError(err: unknown, context: string): KafkaClientError {
   if (err instanceof KafkaClientError) return err;
-  const e = (err ?? {}) as Partial<LibrdKafkaError> & { message?: string };
-  const code = typeof e.code === 'number' ? e.code : -1;
+  const e = (err ?? {}) as Partial<LibrdKafkaError> & { message?: string; stack?: string };
+  const code = typeof e.code === 'number' && e.code !== -1 ? e.code : (codeFromText(e) ?? -1);
   const message = typeof e.message === 'string' ? e.message : String(err);
   return new KafkaClientError(`${context}: ${message}`, {
     kafkaCode: code,
@@ -155,6 +156,47 @@ export function toKafkaError(err: unknown, context: string): KafkaClientError {
     retriable: e.isRetriable === true,
     cause: err,
   });
+}
+
+/** librdkafka's description of every error code (`rd_kafka_err2str`) → the code. */
+let descriptions: Map<string, number> | undefined;
+function codeByDescription(text: string): number | undefined {
+  if (descriptions === undefined) {
+    descriptions = new Map();
+    const err2str = nativeErr2str();
+    if (err2str) {
+      for (const code of Object.values(E)) {
+        if (typeof code !== 'number') continue;
+        const d = err2str(code);
+        if (d && !descriptions.has(d)) descriptions.set(d, code);
+      }
+    }
+  }
+  return descriptions.get(text);
+}
+
+function nativeErr2str(): ((code: number) => string) | undefined {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const binding = require('node-rdkafka/librdkafka') as { err2str?: (code: number) => string };
+    return binding.err2str;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * node-rdkafka's `event.error` loses the numeric code (it is always -1, see the pitfalls notes):
+ * only librdkafka's description survives, in the stack's first line ("Error: Local: Authentication
+ * failure") and, cut at the second colon and lower-cased, in `message`. Recover the code from it.
+ */
+function codeFromText(e: { message?: string; stack?: string }): number | undefined {
+  const first = typeof e.stack === 'string' ? e.stack.split('\n', 1)[0] : undefined;
+  if (first?.startsWith('Error: ')) {
+    const code = codeByDescription(first.slice('Error: '.length));
+    if (code !== undefined) return code;
+  }
+  return typeof e.message === 'string' ? codeByDescription(e.message) : undefined;
 }
 
 /** The numeric librdkafka code of an error of any shape, or undefined. */

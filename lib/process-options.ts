@@ -1,0 +1,238 @@
+import type { ConsumerSettings } from './config';
+import { resolveDeserializer } from './deserializers';
+import { ConfigError } from './errors';
+import type {
+  DeadLetterOptions,
+  Deserializer,
+  FailurePolicy,
+  ProcessOptions,
+  RetryOptions,
+} from './types';
+
+/** Defaults of {@link ProcessOptions}. */
+export const PROCESS_DEFAULTS = {
+  concurrency: 64,
+  partitionConcurrency: 1,
+  onFailure: 'stop',
+  retry: { count: 3, initialDelayMs: 100, maxDelayMs: 5000, factor: 2, jitter: 0.2 },
+  /** Upper bound of the dead-letter producer's default `message.timeout.ms`. */
+  deadLetterMessageTimeoutMs: 30_000,
+} as const;
+
+/** {@link RetryOptions} with every default applied. */
+export type ResolvedRetry = Required<RetryOptions>;
+
+/** {@link ProcessOptions} validated, with every default applied. */
+export interface ResolvedProcessOptions {
+  readonly concurrency: number;
+  readonly partitionConcurrency: number;
+  readonly key: Deserializer<unknown> | undefined;
+  readonly value: Deserializer<unknown> | undefined;
+  readonly retry: ResolvedRetry;
+  readonly onFailure: FailurePolicy;
+  readonly deadLetter:
+    (DeadLetterOptions & { readonly producerConfig: Record<string, unknown> }) | undefined;
+}
+
+const POLICIES: readonly FailurePolicy[] = ['stop', 'skip', 'dead-letter'];
+/** Kafka's topic name rule. */
+const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
+/** Producer settings the dead-letter writer owns. */
+const OWNED_PRODUCER_SETTINGS = ['dr_cb', 'dr_msg_cb'] as const;
+/** Consumer settings the dead-letter producer inherits (connection and security). */
+const INHERITED_PREFIXES = ['sasl.', 'ssl.', 'socket.'];
+const INHERITED_KEYS = [
+  'bootstrap.servers',
+  'metadata.broker.list',
+  'security.protocol',
+  'client.id',
+  'client.rack',
+  'broker.address.family',
+];
+
+function fail(key: string, expected: string, got: unknown): never {
+  let shown: string;
+  try {
+    shown = typeof got === 'function' ? 'a function' : (JSON.stringify(got) ?? String(got));
+  } catch {
+    shown = String(got);
+  }
+  throw new ConfigError(`Expected \`${key}\` to be ${expected}, got ${shown}`, key);
+}
+
+function integer(value: unknown, key: string, min: number, allowInfinity = false): number {
+  if (allowInfinity && value === Infinity) return Infinity;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    fail(key, `an integer ≥ ${min}`, value);
+  }
+  return value;
+}
+
+function resolveRetry(retry: ProcessOptions['retry']): ResolvedRetry {
+  const d = PROCESS_DEFAULTS.retry;
+  if (retry === undefined) return { ...d };
+  if (retry === false) return { ...d, count: 0 };
+  if (typeof retry === 'number') return { ...d, count: integer(retry, 'retry', 0) };
+  if (typeof retry !== 'object' || retry === null) {
+    fail(
+      'retry',
+      'a retry count, false, or { count, initialDelayMs, maxDelayMs, factor, jitter }',
+      retry,
+    );
+  }
+  const known = new Set(Object.keys(d));
+  for (const k of Object.keys(retry)) {
+    if (!known.has(k)) fail(`retry.${k}`, `one of ${[...known].join(', ')}`, k);
+  }
+  const count = integer(retry.count ?? d.count, 'retry.count', 0);
+  const initialDelayMs = integer(
+    retry.initialDelayMs ?? d.initialDelayMs,
+    'retry.initialDelayMs',
+    0,
+  );
+  const maxDelayMs = integer(retry.maxDelayMs ?? d.maxDelayMs, 'retry.maxDelayMs', 0);
+  if (maxDelayMs < initialDelayMs) {
+    fail('retry.maxDelayMs', `≥ retry.initialDelayMs (${initialDelayMs})`, maxDelayMs);
+  }
+  const factor = retry.factor ?? d.factor;
+  if (typeof factor !== 'number' || !Number.isFinite(factor) || factor < 1) {
+    fail('retry.factor', 'a number ≥ 1', factor);
+  }
+  const jitter = retry.jitter ?? d.jitter;
+  if (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1)) {
+    fail('retry.jitter', 'a number in [0, 1]', jitter);
+  }
+  return { count, initialDelayMs, maxDelayMs, factor, jitter };
+}
+
+/** Does `topic` collide with one of the subscribed topics or patterns? */
+function subscribedTo(topic: string, topics: readonly string[]): boolean {
+  return topics.some((t) => {
+    if (!t.startsWith('^')) return t === topic;
+    try {
+      return new RegExp(t).test(topic);
+    } catch {
+      return false;
+    }
+  });
+}
+
+function resolveDeadLetter(
+  deadLetter: DeadLetterOptions,
+  settings: ConsumerSettings,
+): DeadLetterOptions & { readonly producerConfig: Record<string, unknown> } {
+  if (typeof deadLetter !== 'object' || deadLetter === null) {
+    fail('deadLetter', 'an object { topic, producerConfig? }', deadLetter);
+  }
+  const { topic } = deadLetter;
+  if (typeof topic !== 'string' || !TOPIC_NAME.test(topic)) {
+    fail('deadLetter.topic', 'a valid topic name ([a-zA-Z0-9._-], 1–249 characters)', topic);
+  }
+  if (subscribedTo(topic, settings.topics)) {
+    throw new ConfigError(
+      `\`deadLetter.topic\` "${topic}" is one of the consumer's own topics: failed messages would be consumed again`,
+      'deadLetter.topic',
+    );
+  }
+  const user = deadLetter.producerConfig ?? {};
+  if (typeof user !== 'object' || user === null) {
+    fail('deadLetter.producerConfig', 'an object of librdkafka producer settings', user);
+  }
+  for (const key of OWNED_PRODUCER_SETTINGS) {
+    if (user[key] !== undefined) {
+      throw new ConfigError(
+        `\`deadLetter.producerConfig.${key}\` cannot be set: the library needs the delivery reports to confirm each dead-letter write`,
+        `deadLetter.producerConfig.${key}`,
+      );
+    }
+  }
+  const inherited: Record<string, unknown> = {};
+  const consumer = settings.globalConfig as Record<string, unknown>;
+  for (const [key, value] of Object.entries(consumer)) {
+    if (INHERITED_KEYS.includes(key) || INHERITED_PREFIXES.some((p) => key.startsWith(p))) {
+      inherited[key] = value;
+    }
+  }
+  const producerConfig: Record<string, unknown> = {
+    ...inherited,
+    'enable.idempotence': true,
+    'message.timeout.ms': Math.min(
+      PROCESS_DEFAULTS.deadLetterMessageTimeoutMs,
+      Math.max(1, Math.floor(settings.drainTimeoutMs / 2)),
+    ),
+    ...user,
+    dr_cb: true,
+  };
+  for (const key of ['message.timeout.ms', 'delivery.timeout.ms']) {
+    const raw = user[key];
+    if (raw === undefined) continue;
+    const ms = typeof raw === 'string' ? Number(raw) : raw;
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 1) {
+      fail(`deadLetter.producerConfig.${key}`, 'a positive number of ms', raw);
+    }
+    if (ms >= settings.drainTimeoutMs) {
+      throw new ConfigError(
+        `Expected \`deadLetter.producerConfig.${key}\` (${ms}) to be below \`drainTimeoutMs\` (${settings.drainTimeoutMs}): a dead-letter write must be confirmed or fail before a revoke's deadline`,
+        `deadLetter.producerConfig.${key}`,
+      );
+    }
+  }
+  return { topic, producerConfig };
+}
+
+/** Validates `process()` options against the consumer's settings; throws {@link ConfigError}. */
+export function resolveProcessOptions(
+  options: ProcessOptions<unknown, unknown>,
+  settings: ConsumerSettings,
+): ResolvedProcessOptions {
+  if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+  const concurrency = integer(
+    options.concurrency ?? PROCESS_DEFAULTS.concurrency,
+    'concurrency',
+    1,
+    true,
+  );
+  const partitionConcurrency = integer(
+    options.partitionConcurrency ?? PROCESS_DEFAULTS.partitionConcurrency,
+    'partitionConcurrency',
+    1,
+    true,
+  );
+  const onFailure =
+    options.onFailure ??
+    (options.deadLetter !== undefined ? 'dead-letter' : PROCESS_DEFAULTS.onFailure);
+  if (!POLICIES.includes(onFailure)) {
+    fail('onFailure', `one of ${POLICIES.map((p) => `'${p}'`).join(', ')}`, onFailure);
+  }
+  if (onFailure === 'dead-letter' && options.deadLetter === undefined) {
+    throw new ConfigError(
+      "`onFailure: 'dead-letter'` needs `deadLetter: { topic }` naming the dead-letter topic",
+      'deadLetter',
+    );
+  }
+  if (onFailure !== 'dead-letter' && options.deadLetter !== undefined) {
+    throw new ConfigError(
+      `\`deadLetter\` is set but \`onFailure\` is '${onFailure}': no message would ever be dead-lettered; remove one of them`,
+      'deadLetter',
+    );
+  }
+  return {
+    concurrency,
+    partitionConcurrency,
+    key: resolveDeserializer(options.key, 'key'),
+    value: resolveDeserializer(options.value, 'value'),
+    retry: resolveRetry(options.retry),
+    onFailure,
+    deadLetter:
+      options.deadLetter === undefined
+        ? undefined
+        : resolveDeadLetter(options.deadLetter, settings),
+  };
+}
+
+/** The delay before retry number `retry` (1-based), with jitter from `random` in [0, 1). */
+export function backoffDelay(retry: ResolvedRetry, n: number, random: () => number): number {
+  const base = Math.min(retry.maxDelayMs, retry.initialDelayMs * retry.factor ** (n - 1));
+  const spread = base * retry.jitter;
+  return Math.min(retry.maxDelayMs, Math.max(0, Math.round(base - spread + 2 * spread * random())));
+}
