@@ -3,7 +3,6 @@ import type { Logger } from 'pino';
 import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
 import { AlreadySubscribedError, ClosedError, ConfigError } from './errors';
-import type { DeadLetterError, DeserializationError, HandlerError } from './errors';
 import { ConsumerEngine } from './internal/consumer-engine';
 import { DeadLetterWriter } from './internal/dead-letter';
 import type { ProducerFactory } from './internal/dead-letter';
@@ -68,6 +67,8 @@ export class ReactiveConsumer {
   private readonly engine: ConsumerEngine;
   private readonly logger: Logger;
   private attached = false;
+  /** The dead-letter producer's shutdown, started when the pipeline ends. */
+  private deadLetterClosed: Promise<void> | undefined;
 
   constructor(
     options: ReactiveConsumerOptions,
@@ -160,7 +161,7 @@ export class ReactiveConsumer {
         .subscribe(subscriber);
       return () => {
         sub.unsubscribe();
-        void deadLetter?.close(this.settings.commitTimeoutMs);
+        if (deadLetter) this.deadLetterClosed = deadLetter.close(this.settings.commitTimeoutMs);
       };
     });
   }
@@ -178,8 +179,9 @@ export class ReactiveConsumer {
    * leaves the group and disconnects, within `closeTimeoutMs`. Idempotent; safe before the first
    * assignment and from a SIGTERM handler. The pipeline completes afterwards.
    */
-  close(): Promise<void> {
-    return this.engine.close();
+  async close(): Promise<void> {
+    await this.engine.close();
+    await this.deadLetterClosed;
   }
 
   private warnOnSmallThreadPool(): void {

@@ -188,10 +188,21 @@ export class ConsumerClient {
   }
 
   /** A partition's high watermark (end offset), asked from the broker. */
-  highWatermark(topic: string, partition: number, timeoutMs: number): Promise<number> {
+  async highWatermark(topic: string, partition: number, timeoutMs: number): Promise<number> {
+    return (await this.watermarks(topic, partition, timeoutMs)).high;
+  }
+
+  /** A partition's log start (low) and end (high) offsets, asked from the broker. */
+  watermarks(
+    topic: string,
+    partition: number,
+    timeoutMs: number,
+  ): Promise<{ low: number; high: number }> {
     return new Promise((resolve, reject) => {
       this.raw.queryWatermarkOffsets(topic, partition, timeoutMs, (err, w) =>
-        err ? reject(toKafkaError(err, 'queryWatermarkOffsets failed')) : resolve(w.highOffset),
+        err
+          ? reject(toKafkaError(err, 'queryWatermarkOffsets failed'))
+          : resolve({ low: w.lowOffset, high: w.highOffset }),
       );
     });
   }

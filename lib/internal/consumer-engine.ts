@@ -62,6 +62,21 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
  */
 const LOST_LOG_FACILITIES: ReadonlySet<string> = new Set(['MAXPOLL', 'SESSTMOUT']);
 
+/** Codes meaning the cluster refused the client's credentials. */
+const AUTH_CODES: ReadonlySet<number> = new Set([
+  Code.AUTHENTICATION,
+  Code.SASL_AUTHENTICATION_FAILED,
+]);
+
+/**
+ * librdkafka's warning (facility OFFSET) when an error forces an offset reset, e.g.
+ * `orders [3]: offset reset (at offset 42 (leader epoch 0), broker 1) to offset BEGINNING (leader
+ * epoch -1): fetch failed due to requested offset not available on the broker: Broker: Offset out of range`,
+ * or `... to cached BEGINNING offset offset 120 (leader epoch -1): ...`.
+ */
+const OFFSET_RESET_LOG =
+  /(\S+) \[(\d+)\]: offset reset \(at offset (\S+) \(leader epoch -?\d+\), broker -?\d+\) to (?:cached (\w+) offset )?offset (\S+) \(leader epoch -?\d+\): (.*)$/;
+
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
   readonly rebalances = new Subject<RebalanceEvent>();
@@ -165,8 +180,12 @@ export class ConsumerEngine implements ProcessorHost {
     try {
       await this.client.connect();
     } catch (err) {
-      this.logger.error({ err }, 'could not connect');
-      this.failWith(err instanceof Error ? err : new Error(String(err)));
+      // librdkafka's error events (an authentication failure, say) are dispatched around the
+      // failed connect's callback: let them arrive, then end with the most telling error.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const failure = this.authFailure ?? (err instanceof Error ? err : new Error(String(err)));
+      if (failure === err) this.logger.error({ err }, 'could not connect');
+      this.failWith(failure);
       return;
     }
     if (this.state.kind !== 'connecting') return; // closed meanwhile
@@ -865,12 +884,26 @@ export class ConsumerEngine implements ProcessorHost {
         { err },
         'max.poll.interval.ms exceeded: the assignment will be treated as lost',
       );
+    } else if (AUTH_CODES.has(code)) {
+      this.onAuthenticationFailure(err);
     } else if (TERMINAL_CODES.has(code) || err.fatal) {
+      this.logger.error({ err, code }, 'fatal consumer error');
       this.failWith(err);
     } else if (code === Code.AUTO_OFFSET_RESET) {
-      this.logger.warn({ err }, 'offset reset: records may have been skipped');
+      // Only raised with auto.offset.reset=error: librdkafka stops fetching the partition.
+      this.logger.error(
+        { err },
+        'offset out of range and auto.offset.reset=error: stopping (the partition would not be fetched again)',
+      );
+      this.failWith(err);
+    } else if (
+      code === Code.UNKNOWN_TOPIC_OR_PART ||
+      code === Code.UNKNOWN_TOPIC ||
+      code === Code.TOPIC_AUTHORIZATION_FAILED
+    ) {
+      this.onTopicUnavailable(err);
     } else {
-      this.logger.warn({ err, code }, 'consume error');
+      this.onTransientError(err, 'consume error');
     }
   }
 
@@ -886,13 +919,129 @@ export class ConsumerEngine implements ProcessorHost {
       this.logger.warn({ err, code }, 'group membership lost: the next revoke is treated as lost');
       return;
     }
+    if (AUTH_CODES.has(code)) {
+      this.onAuthenticationFailure(err);
+      return;
+    }
     if (err.fatal || TERMINAL_CODES.has(code)) {
       this.logger.error({ err, code }, 'fatal client error');
       this.failWith(err);
       return;
     }
     // Transport errors, all brokers down, …: librdkafka reconnects by itself.
-    this.logger.warn({ err, code }, 'client error (librdkafka retries)');
+    this.onTransientError(err, 'client error (librdkafka retries)');
+  }
+
+  /**
+   * librdkafka treats a refused login as transient and reconnects forever; wrong credentials never
+   * heal, so the consumer ends with an {@link AuthenticationError} instead.
+   */
+  private onAuthenticationFailure(err: KafkaClientError): void {
+    const config = this.settings.globalConfig as Record<string, unknown>;
+    const who = [
+      `security.protocol=${String(config['security.protocol'] ?? 'plaintext')}`,
+      (config['sasl.mechanisms'] ?? config['sasl.mechanism'])
+        ? `sasl.mechanisms=${String(config['sasl.mechanisms'] ?? config['sasl.mechanism'])}`
+        : undefined,
+      config['sasl.username'] ? `sasl.username=${String(config['sasl.username'])}` : undefined,
+    ]
+      .filter(Boolean)
+      .join(', ');
+    const failure = new AuthenticationError(
+      `Authentication failed against ${String(config['bootstrap.servers'])} (${who}): ${err.message}; check the credentials`,
+      err.kafkaCode,
+      { cause: err },
+    );
+    this.clientErrors += 1;
+    if (this.authFailure === undefined) {
+      this.logger.error({ err: failure }, 'authentication failed: closing the consumer');
+    }
+    this.authFailure ??= failure;
+    // While connecting, the failed connect ends the engine with it (see doStart).
+    if (this.state.kind !== 'connecting') this.failWith(this.authFailure);
+  }
+
+  private onTopicUnavailable(err: KafkaClientError): void {
+    const text = `${err.message} ${String((err.cause as { stack?: string } | undefined)?.stack ?? '')}`;
+    const topic = /topic not available: ([^\s:]+)/i.exec(text)?.[1];
+    const reason = err.kafkaCode === Code.TOPIC_AUTHORIZATION_FAILED ? 'not-authorized' : 'unknown';
+    const key = `${reason}:${topic ?? '?'}`;
+    if (this.unavailableTopics.has(key)) return;
+    this.unavailableTopics.add(key);
+    if (reason === 'not-authorized') {
+      this.logger.error(
+        { err, topic },
+        'not authorized to read a subscribed topic: nothing is consumed from it until the ACLs allow it',
+      );
+    } else {
+      this.logger.warn(
+        { err, topic },
+        'a subscribed topic does not exist: nothing is consumed from it until it is created',
+      );
+    }
+    this.publish({
+      type: 'topic-unavailable',
+      topic,
+      reason,
+      kafkaCode: err.kafkaCode,
+      message: err.message,
+      at: Date.now(),
+    });
+  }
+
+  private onTransientError(err: KafkaClientError, what: string): void {
+    this.clientErrors += 1;
+    this.logger.warn({ err, code: err.kafkaCode, count: this.clientErrors }, what);
+    this.publish({
+      type: 'client-error',
+      kafkaCode: err.kafkaCode,
+      message: err.message,
+      count: this.clientErrors,
+      at: Date.now(),
+    });
+  }
+
+  /**
+   * librdkafka's warning on an offset reset caused by an error (offset out of range: the committed
+   * offset fell out of retention, or lies past the end): records were skipped, or will be re-read.
+   */
+  private onOffsetReset(message: string): void {
+    const m = OFFSET_RESET_LOG.exec(message);
+    if (!m) return;
+    const [, topic = '', partitionText = '', fromText = '', cached, toText = '', reason = ''] = m;
+    const partition = Number(partitionText);
+    const from = /^-?\d+$/.test(fromText) ? Number(fromText) : undefined;
+    const numericTo = /^\d+$/.test(toText) ? Number(toText) : undefined;
+    const resetTo = cached ?? (numericTo === undefined ? toText : 'offset');
+    this.offsetResets += 1;
+    const report = (to: number | undefined): void => {
+      this.logger.warn(
+        { topic, partition, from, to, resetTo, reason },
+        to !== undefined && from !== undefined && to > from
+          ? `offset reset: records ${from}..${to - 1} were skipped (never processed by this group)`
+          : 'offset reset: the consumer jumped to a new position; records may be re-read or skipped',
+      );
+      this.publish({
+        type: 'offset-reset',
+        topic,
+        partition,
+        from,
+        to,
+        resetTo: resetTo.toLowerCase().replace('beginning', 'earliest').replace('end', 'latest'),
+        reason,
+        at: Date.now(),
+      });
+    };
+    if (numericTo !== undefined || this.state.kind !== 'running') {
+      report(numericTo);
+      return;
+    }
+    // Reset to a logical offset: ask the cluster where that is now.
+    const logical = toText.toUpperCase();
+    void this.client.watermarks(topic, partition, this.settings.commitTimeoutMs).then(
+      (w) => report(logical === 'BEGINNING' ? w.low : logical === 'END' ? w.high : undefined),
+      () => report(undefined),
+    );
   }
 
   private onClientLog(log: { severity: number; fac: string; message: string }): void {
@@ -905,6 +1054,10 @@ export class ConsumerEngine implements ProcessorHost {
         { ...entry, librdkafka: log.message },
         'group membership lost: the next revoke is treated as lost',
       );
+      return;
+    }
+    if (log.fac === 'OFFSET' && log.message.includes('offset reset')) {
+      this.onOffsetReset(log.message);
       return;
     }
     if (log.severity <= 2) this.logger.error(entry, log.message);

@@ -31,6 +31,8 @@ export interface FakeOptions {
   /** Consume calls before a commit result is delivered. @default 1 */
   commitLatencyPolls?: number;
   connectError?: string;
+  /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
+  connectErrorEvents?: Error[];
 }
 
 export class FakeConsumer extends EventEmitter {
@@ -51,6 +53,8 @@ export class FakeConsumer extends EventEmitter {
   private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
   private rr = 0;
   consumeCalls = 0;
+  /** Errors the next consume() calls return instead of messages (as the binding reports them). */
+  readonly consumeErrors: { code: number; message: string }[] = [];
 
   constructor(
     readonly config: Record<string, unknown>,
@@ -134,8 +138,10 @@ export class FakeConsumer extends EventEmitter {
   connect(_opts: unknown, cb: (err: Error | null, info?: unknown) => void): this {
     this.calls.push({ op: 'connect' });
     setImmediate(() => {
-      if (this.options.connectError) cb(new Error(this.options.connectError));
-      else {
+      if (this.options.connectError) {
+        for (const e of this.options.connectErrorEvents ?? []) this.emit('event.error', e);
+        cb(new Error(this.options.connectError));
+      } else {
         this.connected = true;
         cb(null, { name: 'fake' });
       }
@@ -206,7 +212,12 @@ export class FakeConsumer extends EventEmitter {
       this.rr += 1;
     }
     const delay = out.length > 0 ? 0 : Math.min(this.consumeTimeout, 2);
+    const consumeError = out.length === 0 ? this.consumeErrors.shift() : undefined;
     setTimeout(() => {
+      if (consumeError) {
+        cb(consumeError, []);
+        return;
+      }
       for (const r of due) {
         const err =
           r.err === undefined

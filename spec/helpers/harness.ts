@@ -1,5 +1,5 @@
 import { ReactiveConsumer } from '../../lib';
-import type { RebalanceEvent, ReactiveConsumerOptions } from '../../lib';
+import type { RebalanceEvent, ReactiveConsumerInternals, ReactiveConsumerOptions } from '../../lib';
 import { fakeFactory } from '../fakes/fake-consumer';
 import type { FakeConsumer, FakeOptions } from '../fakes/fake-consumer';
 
@@ -16,6 +16,7 @@ export interface Harness {
 export function harness(
   options: Partial<ReactiveConsumerOptions> = {},
   fakeOptions: FakeOptions = {},
+  internals: ReactiveConsumerInternals = {},
 ): Harness {
   const { factory, fake } = fakeFactory(fakeOptions);
   const consumer = new ReactiveConsumer(
@@ -27,7 +28,7 @@ export function harness(
       ...options,
       config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g', ...(options.config ?? {}) },
     },
-    { consumerFactory: factory as never },
+    { consumerFactory: factory as never, ...internals },
   );
   const events: RebalanceEvent[] = [];
   consumer.rebalances$.subscribe((e) => events.push(e));

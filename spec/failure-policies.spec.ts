@@ -1,0 +1,477 @@
+import assert from 'node:assert/strict';
+import * as Kafka from 'node-rdkafka';
+import { lastValueFrom, toArray } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import {
+  AuthenticationError,
+  DEAD_LETTER_HEADERS,
+  DeadLetterError,
+  DeserializationError,
+  ErrorCode,
+  HandlerError,
+  deserializers,
+} from '../lib';
+import type { ConsumerEvent, Processed, ProcessOptions, ReactiveConsumerInternals } from '../lib';
+import type { FakeOptions } from './fakes/fake-consumer';
+import { fakeProducerFactory } from './fakes/fake-producer';
+import type { FakeProducerOptions } from './fakes/fake-producer';
+import { T, harness, tp, until } from './helpers/harness';
+
+const E = Kafka.CODES.ERRORS;
+const fastRetry = { count: 3, initialDelayMs: 1, maxDelayMs: 2 };
+
+/** A consumer on the fakes with its events and emitted results recorded. */
+function setup(
+  fakeOptions: FakeOptions = {},
+  producerOptions: FakeProducerOptions = {},
+  internals: ReactiveConsumerInternals = {},
+) {
+  const p = fakeProducerFactory(producerOptions);
+  const h = harness({}, fakeOptions, { producerFactory: p.factory as never, ...internals });
+  const events: ConsumerEvent[] = [];
+  h.consumer.events$.subscribe((e) => events.push(e));
+  return { ...h, producer: p.producer, consumerEvents: events };
+}
+
+type Setup = ReturnType<typeof setup>;
+
+/** Runs process() and collects what it emits and how it ends. */
+function run<V, R>(
+  s: Setup,
+  handler: (m: { offset: number; value: V }) => R | Promise<R>,
+  options: ProcessOptions<Buffer | null, V>,
+) {
+  const out: Processed<R>[] = [];
+  let error: unknown;
+  let completed = false;
+  const sub = s.consumer.process<V, R>(handler as never, options).subscribe({
+    next: (p) => out.push(p),
+    error: (e: unknown) => (error = e),
+    complete: () => (completed = true),
+  });
+  return {
+    out,
+    sub,
+    error: () => error,
+    ended: () => completed || error !== undefined,
+  };
+}
+
+const committed = (s: Setup, partition = 0) => s.fake().commits.get(`${T}[${partition}]`);
+
+describe('failure policies', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('retries a failing handler with fresh calls and then counts it processed', async () => {
+    const s = setup();
+    const calls = new Map<number, number>();
+    const r = run(
+      s,
+      (m) => {
+        const n = (calls.get(m.offset) ?? 0) + 1;
+        calls.set(m.offset, n);
+        if (m.offset === 2 && n < 3) throw new Error(`flaky ${n}`);
+        return m.offset;
+      },
+      { retry: fastRetry },
+    );
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s) === 5, 'all five committed');
+    assert.equal(calls.get(2), 3);
+    const retried = r.out.find((p) => p.offset === 2);
+    assert.equal(retried?.status, 'processed');
+    assert.equal(retried?.attempts, 3);
+    const retries = s.consumerEvents.filter((e) => e.type === 'handler-retry');
+    assert.deepEqual(
+      retries.map((e) => (e.type === 'handler-retry' ? e.attempt : -1)),
+      [1, 2],
+    );
+    await s.consumer.close();
+  });
+
+  it('blocks the partition while a message is retried with partitionConcurrency 1 (order kept)', async () => {
+    const s = setup();
+    const order: number[] = [];
+    let failures = 0;
+    const r = run(
+      s,
+      (m) => {
+        if (m.offset === 1 && failures < 2) {
+          failures += 1;
+          throw new Error('not yet');
+        }
+        order.push(m.offset);
+      },
+      { retry: { count: 5, initialDelayMs: 5, maxDelayMs: 5 } },
+    );
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => order.length === 4, 'four handled');
+    assert.deepEqual(order, [0, 1, 2, 3]);
+    await s.consumer.close();
+  });
+
+  it('stop: after the last retry commits everything before the message, closes, and errors with its coordinates', async () => {
+    const s = setup();
+    const calls: number[] = [];
+    const r = run(
+      s,
+      (m) => {
+        calls.push(m.offset);
+        if (m.offset === 3) throw new Error('poison');
+      },
+      { retry: { count: 2, initialDelayMs: 1, maxDelayMs: 1 }, partitionConcurrency: 4 },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 8);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(r.ended, 'process() to end');
+    const err = r.error();
+    assert.ok(err instanceof HandlerError, String(err));
+    assert.equal(err.code, ErrorCode.Handler);
+    assert.deepEqual(err.coordinates, { topic: T, partition: 0, offset: 3 });
+    assert.equal(err.attempts, 3);
+    assert.equal((err.cause as Error).message, 'poison');
+    assert.equal(calls.filter((o) => o === 3).length, 3);
+    // Later messages may have run (partitionConcurrency 4), but nothing past 3 is committed.
+    assert.equal(committed(s), 3);
+    assert.ok(s.fake().ops().includes('disconnect'));
+    assert.ok(s.consumerEvents.some((e) => e.type === 'message-failed' && e.offset === 3));
+  });
+
+  it('abandons a retry when its partition is revoked: released at once, message left for the next owner', async () => {
+    const s = setup();
+    const r = run(
+      s,
+      (m) => {
+        if (m.offset === 2) throw new Error('down');
+      },
+      { retry: { count: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 } },
+    );
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.consumerEvents.some((e) => e.type === 'handler-retry'), 'first retry');
+    s.fake().rebalanceRevoke([tp(0)]);
+    await until(
+      () => s.events.some((e) => e.type === 'revoked'),
+      'revoked without waiting a minute',
+    );
+    assert.equal(committed(s), 2);
+    assert.equal(r.error(), undefined, 'no policy applied to an abandoned retry');
+    assert.ok(!s.consumerEvents.some((e) => e.type === 'message-failed'));
+    await s.consumer.close();
+  });
+
+  it('skip: logs and counts the failed message, commits past it and goes on', async () => {
+    const s = setup();
+    const r = run(
+      s,
+      (m) => {
+        if (m.offset === 1) throw new Error('bad record');
+        return 'ok';
+      },
+      { onFailure: 'skip', retry: 1 },
+    );
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s) === 4, 'committed past the skipped message');
+    const skipped = r.out.find((p) => p.offset === 1);
+    assert.equal(skipped?.status, 'skipped');
+    assert.equal(skipped?.attempts, 2);
+    assert.equal((skipped?.error as Error).message, 'bad record');
+    assert.deepEqual(
+      r.out.filter((p) => p.status === 'processed').map((p) => p.offset),
+      [0, 2, 3],
+    );
+    assert.ok(s.consumerEvents.some((e) => e.type === 'message-skipped' && e.offset === 1));
+    await s.consumer.close();
+  });
+
+  it('dead-letter: writes the record with its origin and error, and commits past it only once confirmed', async () => {
+    const s = setup();
+    const r = run(
+      s,
+      (m) => {
+        if (m.offset === 2) throw new TypeError('cannot charge');
+      },
+      { deadLetter: { topic: 'orders.dlq' }, retry: 0 },
+    );
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s) === 4, 'committed past the dead-lettered message');
+    const [record, ...more] = s.producer().records;
+    assert.equal(more.length, 0);
+    assert.ok(record);
+    assert.equal(record.topic, 'orders.dlq');
+    assert.equal(record.key?.toString(), 'k2');
+    assert.deepEqual(record.value, Buffer.alloc(10, 1));
+    const headers = record.headers.map((h) => Object.entries(h)[0]!);
+    const get = (k: string) => headers.find(([name]) => name === k)?.[1]?.toString();
+    // Original headers first, in order, then where it came from and why.
+    assert.deepEqual(
+      headers.slice(0, 2).map(([k, v]) => `${k}=${v.toString()}`),
+      ['h=1', 'h=2'],
+    );
+    assert.equal(get(DEAD_LETTER_HEADERS.topic), T);
+    assert.equal(get(DEAD_LETTER_HEADERS.partition), '0');
+    assert.equal(get(DEAD_LETTER_HEADERS.offset), '2');
+    assert.equal(get(DEAD_LETTER_HEADERS.group), 'g');
+    assert.equal(get(DEAD_LETTER_HEADERS.errorName), 'TypeError');
+    assert.equal(get(DEAD_LETTER_HEADERS.errorMessage), 'cannot charge');
+    assert.equal(get(DEAD_LETTER_HEADERS.attempts), '1');
+    assert.equal(get(DEAD_LETTER_HEADERS.stage), 'handler');
+    assert.equal(r.out.find((p) => p.offset === 2)?.status, 'dead-lettered');
+    assert.ok(s.consumerEvents.some((e) => e.type === 'dead-lettered' && e.offset === 2));
+    await s.consumer.close();
+    assert.ok(s.producer().calls.includes('disconnect'));
+  });
+
+  it('dead-letter: a write that fails for good stops the consumer (never skips)', async () => {
+    const s = setup({}, { deliveryResult: () => E.ERR__MSG_TIMED_OUT });
+    const r = run(
+      s,
+      (m) => {
+        if (m.offset === 1) throw new Error('boom');
+      },
+      { deadLetter: { topic: 'orders.dlq' }, retry: 0 },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(r.ended, 'process() to end');
+    const err = r.error();
+    assert.ok(err instanceof DeadLetterError, String(err));
+    assert.equal(err.deadLetterTopic, 'orders.dlq');
+    assert.deepEqual(err.coordinates, { topic: T, partition: 0, offset: 1 });
+    assert.ok(err.failure instanceof HandlerError);
+    assert.equal(committed(s), 1);
+  });
+
+  it('decodes keys and values, and hands the handler typed messages', async () => {
+    const s = setup();
+    const seen: unknown[] = [];
+    const r = run(s, (m: { offset: number; value: unknown }) => void seen.push(m.value), {
+      value: (data) => data?.length ?? 0,
+    });
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 2, 7);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 2, 'two handled');
+    assert.deepEqual(seen, [7, 7]);
+    await s.consumer.close();
+  });
+
+  it('never retries a payload that cannot be decoded; stop errors with a DeserializationError', async () => {
+    const s = setup();
+    let calls = 0;
+    const r = run(
+      s,
+      () => {
+        calls += 1;
+      },
+      { value: 'json', retry: fastRetry },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3); // bytes 0x01: not JSON
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(r.ended, 'process() to end');
+    const err = r.error();
+    assert.ok(err instanceof DeserializationError, String(err));
+    assert.equal(err.code, ErrorCode.Deserialization);
+    assert.equal(err.part, 'value');
+    assert.deepEqual(err.coordinates, { topic: T, partition: 0, offset: 0 });
+    assert.equal(calls, 0);
+    assert.ok(!s.consumerEvents.some((e) => e.type === 'handler-retry'));
+    assert.equal(committed(s) ?? 0, 0);
+  });
+
+  it('dead-letters a value that fails validation, naming the stage', async () => {
+    const s = setup();
+    const r = run(s, () => undefined, {
+      value: deserializers.json((v) => typeof v === 'object'),
+      deadLetter: { topic: 'orders.dlq' },
+    });
+    subs.push(r.sub);
+    await until(() => s.fake().isConnected(), 'connect');
+    // A JSON number (the fake's payload is 0x01 bytes; use one-byte "1" instead)
+    s.fake().produce(T, 0, 1, 0);
+    (s.fake() as unknown as { logs: Map<string, { value: Buffer }[]> }).logs
+      .get(`${T}[0]`)!
+      .forEach((m) => (m.value = Buffer.from('1')));
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s) === 1, 'committed past the invalid value');
+    const record = s.producer().records[0];
+    const stage = record?.headers
+      .map((h) => Object.entries(h)[0]!)
+      .find(([k]) => k === DEAD_LETTER_HEADERS.stage)?.[1];
+    assert.equal(stage?.toString(), 'value');
+    assert.equal(r.out[0]?.status, 'dead-lettered');
+    assert.equal(r.out[0]?.attempts, 0);
+    await s.consumer.close();
+  });
+
+  it('provides string and json deserializers that keep null as null', () => {
+    const m = {} as never;
+    assert.equal(deserializers.string()(Buffer.from('hé'), m), 'hé');
+    assert.equal(deserializers.string()(null, m), null);
+    assert.deepEqual(deserializers.json()(Buffer.from('{"a":1}'), m), { a: 1 });
+    assert.equal(deserializers.json()(null, m), null);
+    assert.throws(() => deserializers.json()(Buffer.from('{'), m));
+    assert.throws(() => deserializers.json(() => false)(Buffer.from('1'), m), /validation/);
+    assert.throws(
+      () =>
+        deserializers.json(() => {
+          throw new Error('schema: a is required');
+        })(Buffer.from('{}'), m),
+      /a is required/,
+    );
+  });
+});
+
+describe('client errors, offset resets and authentication', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('ends with an AuthenticationError when the login is refused while connecting', async () => {
+    // node-rdkafka's event.error carries only librdkafka's description (code -1).
+    const authEvent = Object.assign(new Error('authentication failure'), {
+      code: -1,
+      stack: 'Error: Local: Authentication failure\n    at native',
+    });
+    const s = setup({
+      connectError: 'Local: Broker transport failure',
+      connectErrorEvents: [authEvent],
+    });
+    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof AuthenticationError, String(err));
+    assert.equal(err.code, ErrorCode.Authentication);
+    assert.equal(err.kafkaCode, E.ERR__AUTHENTICATION);
+    assert.match(err.message, /fake:9092/);
+  });
+
+  it('ends with an AuthenticationError when the login is refused while running', async () => {
+    const s = setup();
+    const result = lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 2);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s) === 2, 'commit');
+    s.fake().emit(
+      'event.error',
+      Object.assign(new Error('sasl authentication failed'), {
+        code: -1,
+        stack: 'Error: Broker: SASL Authentication failed',
+      }),
+    );
+    const err = await result;
+    assert.ok(err instanceof AuthenticationError, String(err));
+    assert.equal(err.kafkaCode, E.ERR_SASL_AUTHENTICATION_FAILED);
+  });
+
+  it('counts transient client errors as events and keeps running', async () => {
+    const s = setup();
+    const seen: number[] = [];
+    subs.push(s.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => s.fake().isConnected(), 'connect');
+    for (const text of [
+      'Local: Broker transport failure',
+      'Local: All broker connections are down',
+    ]) {
+      s.fake().emit(
+        'event.error',
+        Object.assign(new Error(text.split(': ')[1]!.toLowerCase()), {
+          code: -1,
+          stack: `Error: ${text}`,
+        }),
+      );
+    }
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 3, 'still consuming');
+    const errors = s.consumerEvents.filter((e) => e.type === 'client-error');
+    assert.deepEqual(
+      errors.map((e) => (e.type === 'client-error' ? [e.kafkaCode, e.count] : [])),
+      [
+        [E.ERR__TRANSPORT, 1],
+        [E.ERR__ALL_BROKERS_DOWN, 2],
+      ],
+    );
+    await s.consumer.close();
+  });
+
+  it('reports a missing topic once as topic-unavailable and keeps running', async () => {
+    const s = setup();
+    subs.push(s.consumer.process(() => undefined).subscribe());
+    await until(() => s.fake().isConnected(), 'connect');
+    for (let i = 0; i < 3; i++) {
+      s.fake().consumeErrors.push({
+        code: E.ERR_UNKNOWN_TOPIC_OR_PART,
+        message: 'Subscribed topic not available: nosuch: Broker: Unknown topic or partition',
+      });
+    }
+    await until(() => s.fake().consumeErrors.length === 0, 'errors consumed');
+    const unavailable = s.consumerEvents.filter((e) => e.type === 'topic-unavailable');
+    assert.equal(unavailable.length, 1);
+    assert.ok(unavailable[0]?.type === 'topic-unavailable');
+    assert.equal(unavailable[0].topic, 'nosuch');
+    assert.equal(unavailable[0].reason, 'unknown');
+    assert.equal(s.consumer.settings.topics.length, 1);
+    await s.consumer.close();
+  });
+
+  it('reports an offset reset with the offsets jumped (cached and queried positions)', async () => {
+    const s = setup();
+    subs.push(s.consumer.process(() => undefined).subscribe());
+    await until(() => s.fake().isConnected(), 'connect');
+    await until(() => s.consumer.positions() !== undefined, 'running');
+    s.fake().emit('event.log', {
+      severity: 4,
+      fac: 'OFFSET',
+      message:
+        '[thrd:main]: orders [0]: offset reset (at offset 5 (leader epoch -1), broker 1) to cached BEGINNING offset offset 120 (leader epoch -1): fetch failed due to requested offset not available on the broker: Broker: Offset out of range',
+    });
+    s.fake().produce(T, 1, 40);
+    s.fake().emit('event.log', {
+      severity: 4,
+      fac: 'OFFSET',
+      message:
+        'orders [1]: offset reset (at offset 90 (leader epoch 0), broker 1) to offset END (leader epoch -1): fetch failed due to requested offset not available on the broker: Broker: Offset out of range',
+    });
+    await until(
+      () => s.consumerEvents.filter((e) => e.type === 'offset-reset').length === 2,
+      'two reset events',
+    );
+    const resets = s.consumerEvents.filter((e) => e.type === 'offset-reset');
+    assert.deepEqual(
+      resets.map((e) => (e.type === 'offset-reset' ? [e.partition, e.from, e.to, e.resetTo] : [])),
+      [
+        [0, 5, 120, 'earliest'],
+        [1, 90, 40, 'latest'],
+      ],
+    );
+    await s.consumer.close();
+  });
+});
