@@ -10,6 +10,20 @@ import type { Message, TopicPartitionOffset } from 'node-rdkafka';
 export const BROKERS =
   process.env.KAFKA_BROKERS_TEST ?? process.env.KAFKA_BROKERS ?? '127.0.0.1:9092';
 
+/**
+ * The test cluster's SASL_PLAINTEXT (SCRAM-SHA-512) listener: node 1's plaintext port + 2, as
+ * integration/kafka/kafka.sh lays them out, unless KAFKA_SASL_BROKERS_TEST names it.
+ */
+export function saslBrokers(): string {
+  if (process.env.KAFKA_SASL_BROKERS_TEST) return process.env.KAFKA_SASL_BROKERS_TEST;
+  const [host, port] = (BROKERS.split(',')[0] ?? '127.0.0.1:9092').split(':');
+  return `${host}:${Number(port) + 2}`;
+}
+
+/** The SCRAM user kafka.sh creates. */
+export const SASL_USER = process.env.KAFKA_SASL_USER ?? 'test-user';
+export const SASL_PASSWORD = process.env.KAFKA_SASL_PASSWORD ?? 'test-secret';
+
 /** A unique, readable name for a topic or group of one test. */
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
@@ -192,6 +206,29 @@ export async function committedOffsets(
       const o = res.find((r) => r.partition === partition)?.offset;
       return typeof o === 'number' && o >= 0 ? o : undefined;
     });
+  });
+}
+
+/** Commits offsets for a group from outside it (the group must have no active members). */
+export async function commitOffsetsForGroup(
+  groupId: string,
+  offsets: TopicPartitionOffset[],
+): Promise<void> {
+  await withInspector(groupId, async (c) => {
+    c.commitSync(offsets);
+    await waitFor(
+      async () => {
+        const got = await new Promise<TopicPartitionOffset[]>((resolve, reject) =>
+          c.committed(offsets, 10_000, (err, r) => (err ? reject(err) : resolve(r))),
+        );
+        return offsets.every(
+          (o) =>
+            got.find((g) => g.partition === o.partition && g.topic === o.topic)?.offset ===
+            o.offset,
+        );
+      },
+      { timeoutMs: 15_000, what: `offsets committed for ${groupId}` },
+    );
   });
 }
 

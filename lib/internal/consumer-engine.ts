@@ -92,6 +92,7 @@ export class ConsumerEngine implements ProcessorHost {
   private authFailure: AuthenticationError | undefined;
   /** Topics currently reported unavailable (to warn once per topic, not once per poll). */
   private readonly unavailableTopics = new Set<string>();
+  private topicCheckInFlight = false;
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
@@ -961,31 +962,64 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.state.kind !== 'connecting') this.failWith(this.authFailure);
   }
 
+  /**
+   * A subscribed topic is missing or not readable. The binding's error does not say which topic,
+   * so the cluster's metadata is compared with the subscription; one event per topic.
+   */
   private onTopicUnavailable(err: KafkaClientError): void {
-    const text = `${err.message} ${String((err.cause as { stack?: string } | undefined)?.stack ?? '')}`;
-    const topic = /topic not available: ([^\s:]+)/i.exec(text)?.[1];
     const reason = err.kafkaCode === Code.TOPIC_AUTHORIZATION_FAILED ? 'not-authorized' : 'unknown';
-    const key = `${reason}:${topic ?? '?'}`;
-    if (this.unavailableTopics.has(key)) return;
-    this.unavailableTopics.add(key);
-    if (reason === 'not-authorized') {
-      this.logger.error(
-        { err, topic },
-        'not authorized to read a subscribed topic: nothing is consumed from it until the ACLs allow it',
-      );
-    } else {
-      this.logger.warn(
-        { err, topic },
-        'a subscribed topic does not exist: nothing is consumed from it until it is created',
-      );
-    }
-    this.publish({
-      type: 'topic-unavailable',
-      topic,
-      reason,
-      kafkaCode: err.kafkaCode,
-      message: err.message,
-      at: Date.now(),
+    if (this.topicCheckInFlight) return;
+    this.topicCheckInFlight = true;
+    void this.missingTopics()
+      .then((missing) => {
+        for (const topic of missing.length > 0 ? missing : [undefined]) {
+          const key = `${reason}:${topic ?? '?'}`;
+          if (this.unavailableTopics.has(key)) continue;
+          this.unavailableTopics.add(key);
+          if (reason === 'not-authorized') {
+            this.logger.error(
+              { err, topic },
+              'not authorized to read a subscribed topic: nothing is consumed from it until the ACLs allow it',
+            );
+          } else {
+            this.logger.warn(
+              { err, topic },
+              'a subscribed topic does not exist: nothing is consumed from it until it is created',
+            );
+          }
+          this.publish({
+            type: 'topic-unavailable',
+            topic,
+            reason,
+            kafkaCode: err.kafkaCode,
+            message: err.message,
+            at: Date.now(),
+          });
+        }
+      })
+      .finally(() => {
+        this.topicCheckInFlight = false;
+      });
+  }
+
+  /** Subscribed topic names (not patterns) the cluster's metadata does not list. */
+  private missingTopics(): Promise<string[]> {
+    const names = this.settings.topics.filter((t) => !t.startsWith('^'));
+    if (names.length === 0 || this.state.kind !== 'running') return Promise.resolve([]);
+    return new Promise((resolve) => {
+      try {
+        this.client.raw.getMetadata({ timeout: this.settings.commitTimeoutMs }, (err, md) => {
+          if (err || !md) {
+            resolve([]);
+            return;
+          }
+          resolve(
+            names.filter((n) => !md.topics.some((t) => t.name === n && t.partitions.length > 0)),
+          );
+        });
+      } catch {
+        resolve([]);
+      }
     });
   }
 

@@ -169,6 +169,21 @@ export class FakeConsumer extends EventEmitter {
     return this.connected;
   }
 
+  /** Topics are the ones records were produced to. */
+  getMetadata(
+    _opts: unknown,
+    cb: (err: null, md: { topics: { name: string; partitions: { id: number }[] }[] }) => void,
+  ): void {
+    const topics = new Map<string, { id: number }[]>();
+    for (const k of this.logs.keys()) {
+      const [, name = '', p = '0'] = /^(.*)\[(\d+)\]$/.exec(k) ?? [];
+      topics.set(name, [...(topics.get(name) ?? []), { id: Number(p) }]);
+    }
+    setImmediate(() =>
+      cb(null, { topics: [...topics].map(([name, partitions]) => ({ name, partitions })) }),
+    );
+  }
+
   subscribe(topics: string[]): this {
     this.calls.push({ op: 'subscribe', topics: [...topics] });
     return this;
