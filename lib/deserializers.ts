@@ -2,6 +2,23 @@ import { ConfigError } from './errors';
 import type { Deserializer, DeserializerSpec } from './types';
 
 /**
+ * UTF-8 JSON, optionally checked by `validate` (for example a schema check): return `false` or
+ * throw to reject the value. A type guard gives the value its type.
+ */
+function json<T>(validate: (value: unknown) => value is T): Deserializer<T | null>;
+function json<T = unknown>(validate?: (value: unknown) => boolean | void): Deserializer<T | null>;
+function json<T>(validate?: (value: unknown) => boolean | void): Deserializer<T | null> {
+  return (data) => {
+    if (data === null) return null;
+    const value: unknown = JSON.parse(data.toString('utf8'));
+    if (validate !== undefined && validate(value) === false) {
+      throw new Error('the value failed validation');
+    }
+    return value as T;
+  };
+}
+
+/**
  * Built-in deserializers for `process()`'s `key` and `value` options. A `null` payload (no key, a
  * tombstone) stays `null`; anything else that cannot be decoded throws, and the message follows the
  * failure policy with a `DeserializationError`.
@@ -19,18 +36,9 @@ export const deserializers = {
 
   /**
    * UTF-8 JSON, optionally checked by `validate` (for example a schema check): return `false` or
-   * throw to reject the value. A type guard narrows the result type.
+   * throw to reject the value. A type guard gives the value its type.
    */
-  json<T = unknown>(validate?: (value: unknown) => boolean | void): Deserializer<T | null> {
-    return (data) => {
-      if (data === null) return null;
-      const value: unknown = JSON.parse(data.toString('utf8'));
-      if (validate !== undefined && validate(value) === false) {
-        throw new Error('the value failed validation');
-      }
-      return value as T;
-    };
-  },
+  json,
 };
 
 /** Resolves a {@link DeserializerSpec} (name or function); `undefined` when the bytes pass as they are. */

@@ -122,6 +122,9 @@ export class ReactiveConsumer {
    * - `'skip'`: log it at error level, count it, go on.
    *
    * Emits a {@link Processed} per finished message; completes after `close()`.
+   *
+   * Type the decoded value with the first type parameter (`process<Order>(…, { value: 'json' })`),
+   * or pass a deserializer declared beforehand (`const value = deserializers.json(isOrder)`).
    */
   process<V = Buffer | null, R = unknown, K = Buffer | null>(
     handler: MessageHandler<R, K, V>,
