@@ -218,6 +218,35 @@ describe('failure handling (real broker)', function () {
     );
   });
 
+  it('a payload that cannot be decoded stops the consumer at it, untried; the group gets the rest', async () => {
+    const topic = uniqueName('decode');
+    await createTopic(topic, 1);
+    const values = ['{"n":0}', '{"n":1}', 'not json', '{"n":3}'];
+    await produce(
+      topic,
+      values.map((value, i) => ({ key: `k${i}`, value, partition: 0 })),
+    );
+    const groupId = uniqueName('decode-group');
+    const c = consumer('decode', { config: { 'group.id': groupId }, topics: [topic] });
+    const seen: unknown[] = [];
+    const run = start(c, (m) => void seen.push(m.value), {
+      value: 'json',
+      retry: { count: 3, initialDelayMs: 5 },
+    } as ProcessOptions);
+    await waitFor(run.ended, { timeoutMs: 60_000, what: 'process() to error' });
+    const err = run.error();
+    assert.ok(hasErrorCode(err, ErrorCode.Deserialization), String(err));
+    assert.deepEqual((err as { coordinates: unknown }).coordinates, {
+      topic,
+      partition: 0,
+      offset: 2,
+    });
+    assert.deepEqual(seen, [{ n: 0 }, { n: 1 }]);
+    assert.ok(!run.events.some((e) => e.type === 'handler-retry'), 'decoding is never retried');
+    assert.deepEqual(await committedOffsets(groupId, topic, 1), [2]);
+    assert.deepEqual(await whatTheGroupStillGets(groupId, topic, 1), ['0@2', '0@3']);
+  });
+
   it('broker down at start: a ConnectError after the bounded wait; nothing consumed, nothing lost', async () => {
     const topic = uniqueName('down');
     await createTopic(topic, 1);

@@ -261,7 +261,7 @@ export class MessageProcessor<R, K, V> {
               coordinates,
               writer.topic,
               error,
-              { cause: writeErr },
+              { cause: writeErr, retriable: true },
             );
             this.stop(message, e, attempts);
             return EMPTY;
