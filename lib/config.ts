@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
 import { ConfigError } from './errors';
+import type { AssignedPartition, StartPosition } from './types';
 
 /** librdkafka settings the library owns; a conflicting user value is rejected, never overridden. */
 const OWNED_SETTINGS: Record<string, { allowed: unknown; why: string }> = {
@@ -74,6 +75,16 @@ export interface ReactiveConsumerOptions {
    * @default 0.5
    */
   resumeThreshold?: number;
+  /**
+   * Chooses where each newly assigned partition starts. Called for every partition of every
+   * assignment (sync or async) before the assignment is applied; the answer goes into the assign
+   * call itself, so no record before it is fetched. `undefined` or `'committed'` keeps the group's
+   * committed offset (else `auto.offset.reset`). A chosen position is committed as the partition's
+   * position when it is revoked, even if nothing was processed. A hook that throws ends the consumer.
+   */
+  onAssign?: (
+    partition: AssignedPartition,
+  ) => StartPosition | undefined | Promise<StartPosition | undefined>;
 }
 
 /** The library's tuning options with every default applied. */
@@ -95,6 +106,7 @@ export interface ConsumerSettings {
   readonly maxBufferedMessages: number;
   readonly maxBufferedBytes: number;
   readonly resumeThreshold: number;
+  readonly onAssign: ReactiveConsumerOptions['onAssign'];
 }
 
 /** librdkafka's default `max.poll.interval.ms`. */
@@ -287,7 +299,14 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     maxBufferedMessages: positiveInt(opts, 'maxBufferedMessages', DEFAULTS.maxBufferedMessages),
     maxBufferedBytes: positiveInt(opts, 'maxBufferedBytes', DEFAULTS.maxBufferedBytes),
     resumeThreshold,
+    onAssign: resolveOnAssign(options.onAssign),
   };
+}
+
+function resolveOnAssign(hook: unknown): ReactiveConsumerOptions['onAssign'] {
+  if (hook === undefined) return undefined;
+  if (typeof hook !== 'function') fail('onAssign', 'a function (partition) => StartPosition', hook);
+  return hook as ReactiveConsumerOptions['onAssign'];
 }
 
 /**

@@ -18,6 +18,8 @@ export const ErrorCode = {
   Authentication: 'ERR_RKC_AUTHENTICATION',
   Deserialization: 'ERR_RKC_DESERIALIZATION',
   DeadLetter: 'ERR_RKC_DEAD_LETTER',
+  StartPosition: 'ERR_RKC_START_POSITION',
+  NotAssigned: 'ERR_RKC_NOT_ASSIGNED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -194,6 +196,32 @@ export class TimeoutError extends ReactiveKafkaError {
     options: BaseOptions = {},
   ) {
     super(message, options);
+  }
+}
+
+/**
+ * A start position (from the `onAssign` hook or `seek()`) could not be used: the hook threw, the
+ * position is malformed, or it could not be resolved (no committed offset, lookup failed).
+ */
+export class StartPositionError extends ReactiveKafkaError {
+  readonly code = ErrorCode.StartPosition;
+  constructor(
+    message: string,
+    readonly coordinates: KafkaCoordinates,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/** A partition operation (`seek`) named a partition this consumer does not own right now. */
+export class NotAssignedError extends ReactiveKafkaError {
+  readonly code = ErrorCode.NotAssigned;
+  constructor(
+    message: string,
+    readonly coordinates: KafkaCoordinates,
+  ) {
+    super(message, { retriable: true });
   }
 }
 

@@ -13,6 +13,8 @@ export {
   AuthenticationError,
   DeserializationError,
   DeadLetterError,
+  StartPositionError,
+  NotAssignedError,
   hasErrorCode,
 } from './errors';
 export type { KafkaCoordinates } from './errors';
@@ -44,6 +46,8 @@ export type {
   ConsumerEvent,
   ConsumerEventBase,
   ConsumerEventType,
+  StartPosition,
+  AssignedPartition,
   HandlerResult,
   MessageHandler,
   ProcessOptions,

@@ -19,6 +19,8 @@ import type {
   ProcessOptions,
   Processed,
   RebalanceEvent,
+  StartPosition,
+  TopicPartition,
 } from './types';
 
 /** @internal Test seams; not part of the public API. */
@@ -167,6 +169,40 @@ export class ReactiveConsumer {
         if (deadLetter) this.deadLetterClosed = deadLetter.close(this.settings.commitTimeoutMs);
       };
     });
+  }
+
+  /**
+   * Moves an owned partition to `position` while running (replay, or skip ahead): messages of it
+   * already buffered are dropped, handlers in flight on it are aborted (their results no longer
+   * count), and its stream is replaced by a new one starting at the new offset — `partitions$` emits
+   * it, `process()` runs it. Nothing past the new position is committed from before the seek; the
+   * new position itself is committed at the next commit even if nothing is processed. Resolves with
+   * the offset sought to; rejects with `NotAssignedError` for a partition not owned now.
+   */
+  seek(partition: TopicPartition, position: StartPosition): Promise<number> {
+    return this.engine.seek(partition, position);
+  }
+
+  /**
+   * Stops fetching the given partitions (all owned ones and every later assignment, without an
+   * argument) until `resume()`. Handlers already running finish; rebalances still drain and commit.
+   * The pause outlives rebalances: a partition paused here is paused again when reassigned.
+   */
+  pause(partitions?: readonly TopicPartition[]): void {
+    this.engine.pause(partitions);
+  }
+
+  /**
+   * Undoes `pause()` (for every partition, without an argument). A partition the library paused
+   * for backpressure resumes only once its buffer drained.
+   */
+  resume(partitions?: readonly TopicPartition[]): void {
+    this.engine.resume(partitions);
+  }
+
+  /** The partitions paused by `pause()` (owned now or not). */
+  paused(): TopicPartition[] {
+    return this.engine.pausedByUser();
   }
 
   /**

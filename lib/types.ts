@@ -304,3 +304,23 @@ export type ConsumerEvent =
 
 /** The type names of {@link ConsumerEvent}. */
 export type ConsumerEventType = ConsumerEvent['type'];
+
+/**
+ * Where a partition starts (or, with `seek()`, continues): the group's committed offset, the
+ * earliest or latest offset, an explicit offset, or the first offset at or after a timestamp (ms
+ * since the epoch; the end of the partition when no record is that recent).
+ */
+export type StartPosition =
+  | 'committed'
+  | 'earliest'
+  | 'latest'
+  | { readonly offset: number }
+  | { readonly timestamp: number };
+
+/** A partition being assigned, as the `onAssign` hook sees it. */
+export interface AssignedPartition extends TopicPartition {
+  /** The group's committed offset, or undefined when it has none. */
+  readonly committed: number | undefined;
+  /** The assignment generation. */
+  readonly generation: number;
+}

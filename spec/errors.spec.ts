@@ -11,6 +11,8 @@ import {
   ErrorCode,
   HandlerError,
   KafkaClientError,
+  NotAssignedError,
+  StartPositionError,
   NativeFeatureMissingError,
   ReactiveKafkaError,
   TimeoutError,
@@ -37,6 +39,8 @@ describe('errors', () => {
       new DeadLetterError('m', { topic: 't', partition: 0, offset: 1 }, 'dlq', new Error('x')),
       ErrorCode.DeadLetter,
     ],
+    [new StartPositionError('m', { topic: 't', partition: 0 }), ErrorCode.StartPosition],
+    [new NotAssignedError('m', { topic: 't', partition: 0 }), ErrorCode.NotAssigned],
   ];
   const expectedCodes: Record<string, string> = {
     ConfigError: 'ERR_RKC_CONFIG',
@@ -51,6 +55,8 @@ describe('errors', () => {
     AuthenticationError: 'ERR_RKC_AUTHENTICATION',
     DeserializationError: 'ERR_RKC_DESERIALIZATION',
     DeadLetterError: 'ERR_RKC_DEAD_LETTER',
+    StartPositionError: 'ERR_RKC_START_POSITION',
+    NotAssignedError: 'ERR_RKC_NOT_ASSIGNED',
   };
 
   it('keeps each class on its documented code string (the contract users match on)', () => {

@@ -192,6 +192,33 @@ export class ConsumerClient {
     return (await this.watermarks(topic, partition, timeoutMs)).high;
   }
 
+  /** The first offset whose timestamp is at or after `timestamp` (-1 when none is that recent). */
+  offsetForTime(
+    tp: { topic: string; partition: number },
+    timestamp: number,
+    timeoutMs: number,
+  ): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.raw.offsetsForTimes(
+        [{ topic: tp.topic, partition: tp.partition, offset: timestamp }],
+        timeoutMs,
+        (err, offsets) => {
+          if (err) reject(toKafkaError(err, 'offsetsForTimes failed'));
+          else resolve(offsets?.[0]?.offset ?? -1);
+        },
+      );
+    });
+  }
+
+  /** Moves the fetch position of an assigned partition; resolves when librdkafka did. */
+  seek(tp: { topic: string; partition: number; offset: number }, timeoutMs: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.raw.seek(tp, timeoutMs, (err) =>
+        err ? reject(toKafkaError(err, `seek of ${tp.topic}[${tp.partition}] failed`)) : resolve(),
+      );
+    });
+  }
+
   /** A partition's log start (low) and end (high) offsets, asked from the broker. */
   watermarks(
     topic: string,

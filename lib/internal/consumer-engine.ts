@@ -7,11 +7,12 @@
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
-import { AuthenticationError } from '../errors';
+import { AuthenticationError, NotAssignedError, StartPositionError } from '../errors';
 import type { KafkaClientError } from '../errors';
 import type {
   ConsumerEvent,
   PartitionCommitResult,
+  StartPosition,
   RebalanceEvent,
   RebalanceProtocol,
   TopicPartition,
@@ -93,6 +94,11 @@ export class ConsumerEngine implements ProcessorHost {
   /** Topics currently reported unavailable (to warn once per topic, not once per poll). */
   private readonly unavailableTopics = new Set<string>();
   private topicCheckInFlight = false;
+  /** Partitions the user paused (kept across rebalances), and whether new ones start paused. */
+  private readonly userPaused = new Set<string>();
+  private userPausedAll = false;
+  /** Numbers consume calls, so that a seek can drop what a call started before it returned. */
+  private consumeSeq = 0;
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
@@ -213,6 +219,7 @@ export class ConsumerEngine implements ProcessorHost {
     while (this.looping) {
       const { size, timeoutMs } = this.cadence.next();
       let batch: Message[];
+      const seq = ++this.consumeSeq;
       try {
         batch = await this.client.consume(size, timeoutMs);
       } catch (err) {
@@ -221,13 +228,13 @@ export class ConsumerEngine implements ProcessorHost {
       }
       this.lastPollAt = Date.now();
       this.cadence.record(batch.length);
-      if (batch.length > 0) this.dispatch(batch);
+      if (batch.length > 0) this.dispatch(batch, seq);
       this.maybeCommit();
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
   }
 
-  private dispatch(batch: Message[]): void {
+  private dispatch(batch: Message[], seq: number): void {
     for (const m of batch) {
       let control: PartitionControl | undefined;
       if (m.partition === this.lastPartition && m.topic === this.lastTopic) {
@@ -245,6 +252,10 @@ export class ConsumerEngine implements ProcessorHost {
           { topic: m.topic, partition: m.partition, offset: m.offset },
           'dropped a message of a partition not currently assigned',
         );
+        continue;
+      }
+      if (seq < control.acceptFromSeq) {
+        // Fetched before a seek of this partition (in a consume call already under way).
         continue;
       }
       if (m.offset <= control.ledger.lastDeliveredOffset) {
@@ -288,8 +299,9 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.owned.get(control.key) !== control) return; // a newer assignment owns the partition
     try {
       const tp = [{ topic: control.topic, partition: control.partition }];
+      // A partition the user paused stays paused when backpressure lifts.
       if (paused) this.client.raw.pause(tp);
-      else this.client.raw.resume(tp);
+      else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
       control.paused = paused;
       this.logger.debug(
         {
@@ -396,20 +408,35 @@ export class ConsumerEngine implements ProcessorHost {
     // A revoke would have consumed it; an assignment means we are a member again.
     this.suspectLost = undefined;
     const partitions = list(assignment);
-    if (partitions.length === 0 || this.disconnecting || !this.resetsToLatest()) {
+    if (
+      partitions.length === 0 ||
+      this.disconnecting ||
+      (this.settings.onAssign === undefined && !this.resetsToLatest())
+    ) {
       this.applyAssign(generation, partitions, new Map());
       return;
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
-    const task = this.startOffsets(partitions)
+    let hookFailure: Error | undefined;
+    const task = this.startOffsets(partitions, generation)
       .catch((err: unknown) => {
-        this.logger.warn(
-          { err, partitions },
-          'could not look up start offsets; an idle partition that moves may let the next owner skip records produced meanwhile (auto.offset.reset=latest)',
-        );
+        if (err instanceof StartPositionError) {
+          hookFailure = err;
+        } else {
+          this.logger.warn(
+            { err, partitions },
+            'could not look up start offsets; an idle partition that moves may let the next owner skip records produced meanwhile (auto.offset.reset=latest)',
+          );
+        }
         return new Map<string, number>();
       })
-      .then((starts) => this.applyAssign(generation, partitions, starts))
+      .then((starts) => {
+        this.applyAssign(generation, partitions, starts);
+        if (hookFailure) {
+          this.logger.error({ err: hookFailure }, 'the onAssign hook failed: closing');
+          this.failWith(hookFailure);
+        }
+      })
       .catch((err: unknown) => this.failWith(err instanceof Error ? err : new Error(String(err))))
       .finally(() => {
         this.rebalanceTasks.delete(task);
@@ -419,26 +446,82 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   /**
-   * Start offsets for partitions the group has no committed offset for, under
-   * `auto.offset.reset=latest` (librdkafka's default): the end offset, put in the assign call so
-   * the fetch starts exactly there. If this member then processes nothing before the partition
-   * moves, committing it keeps the next owner from resetting to a later end and skipping the
-   * records in between.
+   * Start offsets to put in the assign call: the `onAssign` hook's choices, and under
+   * `auto.offset.reset=latest` (librdkafka's default) the end offset of partitions the group has
+   * no committed offset for — so that if this member processes nothing before the partition
+   * moves, committing that start keeps the next owner from resetting to a later end and skipping
+   * the records in between.
    */
-  private async startOffsets(partitions: TopicPartition[]): Promise<Map<string, number>> {
+  private async startOffsets(
+    partitions: TopicPartition[],
+    generation: number,
+  ): Promise<Map<string, number>> {
     const starts = new Map<string, number>();
     const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
-    for (const tp of partitions) {
-      const o = committed.find((x) => x.topic === tp.topic && x.partition === tp.partition)?.offset;
-      if (typeof o === 'number' && o >= 0) continue;
-      const high = await this.client.highWatermark(
-        tp.topic,
-        tp.partition,
-        this.settings.commitTimeoutMs,
-      );
-      if (high >= 0) starts.set(tpKey(tp.topic, tp.partition), high);
-    }
+    const hook = this.settings.onAssign;
+    await Promise.all(
+      partitions.map(async (tp) => {
+        const o = committed.find(
+          (x) => x.topic === tp.topic && x.partition === tp.partition,
+        )?.offset;
+        const hasCommitted = typeof o === 'number' && o >= 0;
+        let position: StartPosition | undefined;
+        if (hook) {
+          try {
+            position = await hook({
+              topic: tp.topic,
+              partition: tp.partition,
+              committed: hasCommitted ? o : undefined,
+              generation,
+            });
+          } catch (err) {
+            throw new StartPositionError(
+              `The onAssign hook failed for ${tp.topic}[${tp.partition}]: ${errorMessage(err)}`,
+              { topic: tp.topic, partition: tp.partition },
+              { cause: err },
+            );
+          }
+        }
+        if (position === undefined || position === 'committed') {
+          if (hasCommitted || !this.resetsToLatest()) return;
+          position = 'latest';
+        }
+        starts.set(tpKey(tp.topic, tp.partition), await this.resolvePosition(tp, position));
+      }),
+    );
     return starts;
+  }
+
+  /** The offset a {@link StartPosition} stands for now. */
+  private async resolvePosition(tp: TopicPartition, position: StartPosition): Promise<number> {
+    const timeout = this.settings.commitTimeoutMs;
+    if (position === 'earliest' || position === 'latest') {
+      const w = await this.client.watermarks(tp.topic, tp.partition, timeout);
+      return position === 'earliest' ? w.low : w.high;
+    }
+    if (position === 'committed') {
+      const [c] = await this.client.committed([tp], timeout);
+      if (typeof c?.offset === 'number' && c.offset >= 0) return c.offset;
+      throw new StartPositionError(`${tp.topic}[${tp.partition}] has no committed offset`, {
+        topic: tp.topic,
+        partition: tp.partition,
+      });
+    }
+    if (typeof position === 'object' && position !== null) {
+      if ('offset' in position && Number.isInteger(position.offset) && position.offset >= 0) {
+        return position.offset;
+      }
+      if ('timestamp' in position && Number.isFinite(position.timestamp)) {
+        const offset = await this.client.offsetForTime(tp, position.timestamp, timeout);
+        return offset >= 0
+          ? offset
+          : (await this.client.watermarks(tp.topic, tp.partition, timeout)).high;
+      }
+    }
+    throw new StartPositionError(
+      `Expected a start position ('committed', 'earliest', 'latest', { offset } or { timestamp }) for ${tp.topic}[${tp.partition}], got ${JSON.stringify(position)}`,
+      { topic: tp.topic, partition: tp.partition },
+    );
   }
 
   private resetsToLatest(): boolean {
@@ -507,11 +590,16 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.lastControl = undefined;
     this.lastPartition = -1;
-    // librdkafka keeps application pauses across revoke and re-assignment: start unpaused.
+    // librdkafka keeps application pauses across revoke and re-assignment: set each partition's
+    // state explicitly — paused if the user paused it (or everything), else running.
+    if (this.userPausedAll) for (const c of controls) this.userPaused.add(c.key);
+    const held = partitions.filter((tp) => this.userPaused.has(tpKey(tp.topic, tp.partition)));
+    const running = partitions.filter((tp) => !this.userPaused.has(tpKey(tp.topic, tp.partition)));
     try {
-      if (partitions.length > 0) this.client.raw.resume(partitions);
+      if (running.length > 0) this.client.raw.resume(running);
+      if (held.length > 0) this.client.raw.pause(held);
     } catch (err) {
-      this.logger.debug({ err }, 'resume of new partitions failed');
+      this.logger.debug({ err }, 'pause/resume of new partitions failed');
     }
     this.logger.info(
       { generation, protocol, partitions, starts: Object.fromEntries(starts) },
@@ -863,6 +951,100 @@ export class ConsumerEngine implements ProcessorHost {
       }
       this.logger.warn({ err, code, partitions, generation }, 'unassign failed');
     }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // User controls: seek, pause, resume
+
+  /**
+   * Moves an owned partition to `position`: its buffered messages are dropped, handlers in flight
+   * on it are aborted and no longer count, and a new stream (with a fresh ledger starting at the
+   * new offset) replaces the old one. A revoke arriving meanwhile drains the new stream.
+   */
+  async seek(tp: TopicPartition, position: StartPosition): Promise<number> {
+    const key = tpKey(tp.topic, tp.partition);
+    const old = this.owned.get(key);
+    if (this.state.kind !== 'running' || old === undefined || !old.active) {
+      throw new NotAssignedError(
+        `Cannot seek ${tp.topic}[${tp.partition}]: this consumer does not own it right now`,
+        { topic: tp.topic, partition: tp.partition },
+      );
+    }
+    const offset = await this.resolvePosition(tp, position);
+    if (this.owned.get(key) !== old || !old.active) {
+      throw new NotAssignedError(
+        `Cannot seek ${tp.topic}[${tp.partition}]: it was revoked while the position was looked up`,
+        { topic: tp.topic, partition: tp.partition },
+      );
+    }
+    old.fence(`seek to ${offset}`);
+    const control = new PartitionControl(tp.topic, tp.partition, old.generation, key, this.onAck);
+    control.ledger.setStart(offset);
+    control.acceptFromSeq = this.consumeSeq + 1;
+    this.owned.set(key, control);
+    this.lastControl = undefined;
+    this.lastPartition = -1;
+    if (old.paused && !this.userPaused.has(key)) {
+      try {
+        this.client.raw.resume([{ topic: tp.topic, partition: tp.partition }]);
+      } catch (err) {
+        this.logger.debug({ err }, 'resume after seek failed');
+      }
+    }
+    this.logger.info(
+      { topic: tp.topic, partition: tp.partition, generation: old.generation, offset, position },
+      'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
+    );
+    this.partitionStreams.next(control);
+    await this.client.seek(
+      { topic: tp.topic, partition: tp.partition, offset },
+      this.settings.commitTimeoutMs,
+    );
+    this.notifyChanged();
+    return offset;
+  }
+
+  /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
+  pause(tps?: readonly TopicPartition[]): void {
+    const targets = tps ?? [...this.owned.values()];
+    if (tps === undefined) this.userPausedAll = true;
+    for (const tp of targets) this.userPaused.add(tpKey(tp.topic, tp.partition));
+    const owned = targets.filter((tp) => this.owned.has(tpKey(tp.topic, tp.partition)));
+    if (owned.length === 0 || this.state.kind !== 'running') return;
+    try {
+      this.client.raw.pause(list(owned));
+    } catch (err) {
+      this.logger.warn({ err, partitions: list(owned) }, 'pause failed');
+    }
+    this.logger.info({ partitions: list(owned) }, 'paused by the application');
+  }
+
+  /**
+   * Resumes what `pause()` paused (everything without `tps`). A partition also paused by the
+   * library for backpressure stays paused until its buffer drains.
+   */
+  resume(tps?: readonly TopicPartition[]): void {
+    if (tps === undefined) this.userPausedAll = false;
+    const keys = tps ? tps.map((tp) => tpKey(tp.topic, tp.partition)) : [...this.userPaused];
+    for (const k of keys) this.userPaused.delete(k);
+    const ready = keys
+      .map((k) => this.owned.get(k))
+      .filter((c): c is PartitionControl => c !== undefined && !c.paused);
+    if (ready.length === 0 || this.state.kind !== 'running') return;
+    try {
+      this.client.raw.resume(list(ready));
+    } catch (err) {
+      this.logger.warn({ err, partitions: list(ready) }, 'resume failed');
+    }
+    this.logger.info({ partitions: list(ready) }, 'resumed by the application');
+  }
+
+  /** Partitions paused by the application (owned now or not). */
+  pausedByUser(): TopicPartition[] {
+    return [...this.userPaused].map((k) => {
+      const [topic = '', partition = '0'] = k.split('\u0000');
+      return { topic, partition: Number(partition) };
+    });
   }
 
   private forget(controls: PartitionControl[]): void {

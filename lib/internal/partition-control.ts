@@ -39,6 +39,8 @@ export class PartitionControl implements PartitionStream {
   lastCommitted: number | undefined;
   /** Paused by the library for backpressure. */
   paused = false;
+  /** Messages from consume calls numbered below this are stale (fetched before a seek). */
+  acceptFromSeq = 0;
 
   constructor(
     readonly topic: string,

@@ -38,6 +38,8 @@ export type RdKafkaConsumer = Pick<
   | 'resume'
   | 'position'
   | 'queryWatermarkOffsets'
+  | 'offsetsForTimes'
+  | 'seek'
   | 'getMetadata'
   | 'on'
   | 'once'

@@ -17,7 +17,7 @@ export type Call =
   | { op: 'connect' | 'disconnect' | 'unassign' | 'unsubscribe' }
   | { op: 'subscribe'; topics: string[] }
   | {
-      op: 'assign' | 'incrementalAssign' | 'incrementalUnassign' | 'pause' | 'resume';
+      op: 'assign' | 'incrementalAssign' | 'incrementalUnassign' | 'pause' | 'resume' | 'seek';
       partitions: string[];
     }
   | { op: 'commit'; offsets: string[] };
@@ -341,6 +341,29 @@ export class FakeConsumer extends EventEmitter {
 
   rebalanceProtocol(): string {
     return this.protocol;
+  }
+
+  /** Moves the fetch position of an assigned partition (as librdkafka, purging what was fetched). */
+  seek(tp: TopicPartitionOffset, _timeout: number, cb: (err?: Error) => void): this {
+    this.calls.push({ op: 'seek', partitions: [`${key(tp)}@${tp.offset}`] });
+    const assigned = this.assignment.some((a) => key(a) === key(tp));
+    if (assigned) this.fetchPos.set(key(tp), tp.offset);
+    setImmediate(() => (assigned ? cb() : cb(new Error('Local: Erroneous state'))));
+    return this;
+  }
+
+  /** The first offset whose record timestamp is ≥ the given one (-1 when none). */
+  offsetsForTimes(
+    tps: TopicPartitionOffset[],
+    _timeout: number,
+    cb: (err: null, offsets: TopicPartitionOffset[]) => void,
+  ): void {
+    const out = tps.map((tp) => {
+      const log = this.logs.get(key(tp)) ?? [];
+      const hit = log.find((m) => (m.timestamp ?? 0) >= tp.offset);
+      return { topic: tp.topic, partition: tp.partition, offset: hit ? hit.offset : -1 };
+    });
+    setImmediate(() => cb(null, out));
   }
 
   assignments(): Assignment[] {

@@ -1,0 +1,290 @@
+import assert from 'node:assert/strict';
+import type { Subscription } from 'rxjs';
+import { ErrorCode, NotAssignedError, StartPositionError } from '../lib';
+import type { AssignedPartition, KafkaMessage, StartPosition } from '../lib';
+import { T, harness, tp, until } from './helpers/harness';
+
+const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
+
+describe('start positions (onAssign hook)', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  async function startAt(
+    position: (
+      p: AssignedPartition,
+    ) => StartPosition | undefined | Promise<StartPosition | undefined>,
+    prepare: (h: ReturnType<typeof harness>) => void = () => undefined,
+  ) {
+    const seenHook: AssignedPartition[] = [];
+    const h = harness({
+      onAssign: (p) => {
+        seenHook.push(p);
+        return position(p);
+      },
+    });
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 20);
+    prepare(h);
+    h.fake().rebalanceAssign([tp(0)]);
+    return { h, seen, seenHook };
+  }
+
+  it('puts an explicit offset into the assign call itself', async () => {
+    const { h, seen, seenHook } = await startAt(() => ({ offset: 15 }));
+    await until(() => seen.length === 5, 'five messages');
+    assert.deepEqual(seen, [15, 16, 17, 18, 19]);
+    assert.ok(h.fake().ops().includes(`assign(${T}[0])`));
+    const assign = h.fake().calls.find((c) => c.op === 'assign');
+    assert.ok(assign);
+    assert.deepEqual(seenHook, [{ topic: T, partition: 0, committed: undefined, generation: 1 }]);
+    await h.consumer.close();
+    assert.equal(committed(h), 20);
+  });
+
+  it('resolves earliest, latest and a timestamp to offsets', async () => {
+    for (const [position, first] of [
+      ['earliest', 0],
+      ['latest', undefined],
+      [{ timestamp: 1000 + 12 }, 12],
+    ] as const) {
+      const { h, seen } = await startAt(
+        () => position,
+        (hh) => {
+          const log = (hh.fake() as unknown as { logs: Map<string, KafkaMessage[]> }).logs.get(
+            `${T}[0]`,
+          );
+          log?.forEach((m) => Object.assign(m, { timestamp: 1000 + m.offset }));
+        },
+      );
+      if (first === undefined) {
+        // latest: nothing is read; the start (the end offset) is committed at close.
+        await until(() => h.events.some((e) => e.type === 'assigned'), 'assigned');
+        await h.consumer.close();
+        assert.deepEqual(seen, [], 'latest');
+        assert.equal(committed(h), 20, 'latest start committed');
+      } else {
+        await until(() => seen.length === 20 - first, `${JSON.stringify(position)}`);
+        assert.equal(seen[0], first);
+        await h.consumer.close();
+      }
+    }
+  });
+
+  it('keeps the committed offset for undefined and "committed", and tells the hook what it is', async () => {
+    const { h, seen, seenHook } = await startAt(
+      async () => {
+        await new Promise((r) => setTimeout(r, 5));
+        return undefined;
+      },
+      (hh) => hh.fake().commits.set(`${T}[0]`, 7),
+    );
+    await until(() => seen.length === 13, 'from the committed offset');
+    assert.equal(seen[0], 7);
+    assert.equal(seenHook[0]?.committed, 7);
+    await h.consumer.close();
+  });
+
+  it('ends the consumer with a StartPositionError when the hook throws or answers nonsense', async () => {
+    for (const hook of [
+      () => {
+        throw new Error('lookup failed');
+      },
+      () => ({ offset: -3 }) as StartPosition,
+    ]) {
+      const h = harness({ onAssign: hook });
+      let error: unknown;
+      subs.push(h.consumer.process(() => undefined).subscribe({ error: (e) => (error = e) }));
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => error !== undefined, 'the pipeline to error');
+      assert.ok(error instanceof StartPositionError, String(error));
+      assert.equal(error.code, ErrorCode.StartPosition);
+      assert.deepEqual(error.coordinates, { topic: T, partition: 0 });
+      // The assignment was answered before closing (librdkafka waits for it).
+      assert.ok(h.fake().ops().includes(`assign(${T}[0])`));
+    }
+  });
+});
+
+describe('seek while running', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('replays from an earlier offset: buffered messages dropped, ledger reset, order kept', async () => {
+    const h = harness({ commitIntervalMs: 5 });
+    const seen: number[] = [];
+    subs.push(
+      h.consumer
+        .process((m) => {
+          seen.push(m.offset);
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 10);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 10, 'first pass committed');
+    const offset = await h.consumer.seek(tp(0), { offset: 4 });
+    assert.equal(offset, 4);
+    await until(() => seen.length === 16, 'replayed 4..9');
+    assert.deepEqual(seen.slice(10), [4, 5, 6, 7, 8, 9]);
+    await until(() => committed(h) === 10, 'committed again after the replay');
+    assert.ok(h.fake().ops().includes(`seek(${T}[0]@4)`));
+    await h.consumer.close();
+  });
+
+  it('aborts in-flight work of the old position and never commits it', async () => {
+    const h = harness({ commitIntervalMs: 5 });
+    let stuckSignal: AbortSignal | undefined;
+    let release!: () => void;
+    const seen: number[] = [];
+    subs.push(
+      h.consumer
+        .process(
+          (m) => {
+            seen.push(m.offset);
+            if (m.offset === 2 && !stuckSignal) {
+              stuckSignal = m.signal;
+              return new Promise<void>((r) => (release = r));
+            }
+            return undefined;
+          },
+          { partitionConcurrency: 4 },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 10);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 2, 'committed up to the stuck message');
+    await h.consumer.seek(tp(0), { offset: 8 });
+    assert.equal(stuckSignal?.aborted, true);
+    release();
+    await until(() => committed(h) === 10, 'committed from the new position');
+    const after = seen.slice(seen.lastIndexOf(8));
+    assert.deepEqual(after, [8, 9]);
+    await h.consumer.close();
+  });
+
+  it('rejects a seek of a partition it does not own with NotAssignedError', async () => {
+    const h = harness();
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    await assert.rejects(h.consumer.seek(tp(3), 'earliest'), (e: unknown) => {
+      assert.ok(e instanceof NotAssignedError);
+      assert.equal(e.code, ErrorCode.NotAssigned);
+      return true;
+    });
+    await h.consumer.close();
+  });
+
+  it('keeps the revoke protocol when a rebalance hits right after a seek', async () => {
+    const h = harness();
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 6, 'all read');
+    const seek = h.consumer.seek(tp(0), { offset: 2 });
+    h.fake().rebalanceRevoke([tp(0)]);
+    await seek.catch(() => undefined);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    const ops = h.fake().ops();
+    assert.ok(
+      ops.lastIndexOf(`commit(${T}[0]@${committed(h) ?? -1})`) < ops.lastIndexOf('unassign'),
+    );
+    // The final commit is the seek position or what was processed after it, never past unprocessed work.
+    assert.ok((committed(h) ?? 0) >= 2 && (committed(h) ?? 0) <= 6, String(committed(h)));
+    await h.consumer.close();
+  });
+});
+
+describe('pause and resume by the application', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('stays paused when backpressure lifts, and stays paused for backpressure when the user resumes', async () => {
+    const h = harness({ maxBufferedMessages: 4, resumeThreshold: 0.5, consumeBatchSize: 2 });
+    const pending: (() => void)[] = [];
+    let started = 0;
+    subs.push(
+      h.consumer
+        .process(
+          () => {
+            started += 1;
+            return new Promise<void>((r) => pending.push(r));
+          },
+          { partitionConcurrency: 8 },
+        )
+        .subscribe(),
+    );
+    const delivered = () => 20 - h.fake().remaining(T, 0);
+    /** Lets every delivered message finish. */
+    const finishDelivered = () =>
+      until(() => {
+        pending.splice(0).forEach((r) => r());
+        return started === delivered() && pending.length === 0;
+      }, 'delivered messages to finish');
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 20);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().isPaused(T, 0), 'backpressure pause');
+    h.consumer.pause([tp(0)]);
+    await finishDelivered();
+    const before = delivered();
+    await new Promise((r) => setTimeout(r, 20));
+    assert.ok(h.fake().isPaused(T, 0), 'user pause holds after the buffer drained');
+    assert.equal(delivered(), before, 'nothing fetched while paused by the user');
+    assert.deepEqual(h.consumer.paused(), [tp(0)]);
+    h.consumer.resume([tp(0)]);
+    await until(() => delivered() > before, 'fetching again');
+    await until(() => h.fake().isPaused(T, 0) || delivered() === 20, 'backpressure pause again');
+    if (delivered() < 20) {
+      h.consumer.resume(); // a user resume while backpressure holds it: stays paused
+      assert.ok(h.fake().isPaused(T, 0));
+    }
+    await until(() => {
+      pending.splice(0).forEach((r) => r());
+      return delivered() === 20 && started === 20;
+    }, 'everything once backpressure lifts');
+    await h.consumer.close();
+  });
+
+  it('pauses every partition and later assignments with pause(), across rebalances', async () => {
+    const h = harness();
+    const seen: string[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(`${m.partition}@${m.offset}`)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
+    h.fake().produce(T, 1, 3);
+    h.consumer.pause();
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'assigned'), 'assigned');
+    assert.ok(h.fake().isPaused(T, 0), 'a new assignment starts paused');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => h.events.filter((e) => e.type === 'assigned').length === 2, 'reassigned');
+    assert.ok(h.fake().isPaused(T, 0) && h.fake().isPaused(T, 1), 'still paused after a rebalance');
+    assert.equal(seen.length, 0);
+    h.consumer.resume([tp(1)]);
+    await until(() => seen.length === 3, 'partition 1 only');
+    assert.ok(seen.every((s) => s.startsWith('1@')));
+    h.consumer.resume();
+    await until(() => seen.length === 6, 'both');
+    await h.consumer.close();
+  });
+});
