@@ -69,8 +69,8 @@ export class ReactiveConsumer {
   private readonly engine: ConsumerEngine;
   private readonly logger: Logger;
   private attached = false;
-  /** The dead-letter producer's shutdown, started when the pipeline ends. */
-  private deadLetterClosed: Promise<void> | undefined;
+  /** Dead-letter writers of the running pipeline, closed by `close()` after the consumer. */
+  private readonly deadLetterWriters = new Set<DeadLetterWriter>();
 
   constructor(
     options: ReactiveConsumerOptions,
@@ -160,13 +160,20 @@ export class ReactiveConsumer {
         deadLetter,
         this.internals.random,
       );
-      void deadLetter?.start();
+      const wasAttached = this.attached;
       const sub = (this.partitions$ as Observable<PartitionControl>)
         .pipe(mergeMap((partition) => processor.runPartition(partition, limiter)))
         .subscribe(subscriber);
+      // Only the subscription that runs the pipeline owns the writer (a refused second one must
+      // not close it).
+      const owns = deadLetter !== undefined && !wasAttached && this.attached;
+      if (owns) {
+        this.deadLetterWriters.add(deadLetter);
+        void deadLetter.start();
+      }
       return () => {
         sub.unsubscribe();
-        if (deadLetter) this.deadLetterClosed = deadLetter.close(this.settings.commitTimeoutMs);
+        if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
       };
     });
   }
@@ -220,7 +227,10 @@ export class ReactiveConsumer {
    */
   async close(): Promise<void> {
     await this.engine.close();
-    await this.deadLetterClosed;
+    // Every write the revoke waited for is settled; flush and disconnect the dead-letter producer.
+    await Promise.all(
+      [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),
+    );
   }
 
   private warnOnSmallThreadPool(): void {

@@ -370,23 +370,33 @@ describe('client errors, offset resets and authentication', () => {
     assert.match(err.message, /fake:9092/);
   });
 
-  it('ends with an AuthenticationError when the login is refused while running', async () => {
-    const s = setup();
-    const result = lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
-      (e: unknown) => e,
-    );
-    await until(() => s.fake().isConnected(), 'connect');
-    s.fake().produce(T, 0, 2);
-    s.fake().rebalanceAssign([tp(0)]);
-    await until(() => committed(s) === 2, 'commit');
-    s.fake().emit(
-      'event.error',
-      Object.assign(new Error('sasl authentication failed'), {
-        code: -1,
-        stack: 'Error: Broker: SASL Authentication failed',
-      }),
-    );
-    const err = await result;
+  it('rides out one refusal while running, and ends with an AuthenticationError when refusals last', async () => {
+    const p = fakeProducerFactory();
+    const h = harness({ connectTimeoutMs: 200 }, {}, { producerFactory: p.factory as never });
+    const events: ConsumerEvent[] = [];
+    h.consumer.events$.subscribe((e) => events.push(e));
+    let error: unknown;
+    subs.push(h.consumer.process(() => undefined).subscribe({ error: (e) => (error = e) }));
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 2);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().commits.get(`${T}[0]`) === 2, 'commit');
+    const refuse = () =>
+      h.fake().emit(
+        'event.error',
+        Object.assign(new Error('sasl authentication failed'), {
+          code: -1,
+          stack: 'Error: Broker: SASL Authentication failed',
+        }),
+      );
+    refuse();
+    await until(() => events.some((e) => e.type === 'client-error'), 'a transient refusal');
+    const current = (): unknown => error;
+    assert.equal(current(), undefined, 'one refusal (a token refresh, one broker) is not fatal');
+    await new Promise((r) => setTimeout(r, 250)); // no progress for longer than connectTimeoutMs
+    refuse();
+    await until(() => current() !== undefined, 'the pipeline to error');
+    const err = current();
     assert.ok(err instanceof AuthenticationError, String(err));
     assert.equal(err.kafkaCode, E.ERR_SASL_AUTHENTICATION_FAILED);
   });

@@ -91,6 +91,10 @@ export class ConsumerEngine implements ProcessorHost {
   offsetResets = 0;
   /** An authentication failure reported while connecting (its events arrive just before connect fails). */
   private authFailure: AuthenticationError | undefined;
+  /** First authentication refusal since the last progress, while running. */
+  private authErrorsSince: number | undefined;
+  /** Last time the consumer made progress: messages fetched or a commit confirmed. */
+  private lastProgressAt = 0;
   /** Topics currently reported unavailable (to warn once per topic, not once per poll). */
   private readonly unavailableTopics = new Set<string>();
   private topicCheckInFlight = false;
@@ -195,6 +199,7 @@ export class ConsumerEngine implements ProcessorHost {
       this.failWith(failure);
       return;
     }
+    this.authFailure = undefined; // connected after all: an earlier refusal was transient
     if (this.state.kind !== 'connecting') return; // closed meanwhile
     try {
       this.client.raw.subscribe([...this.settings.topics]);
@@ -228,7 +233,10 @@ export class ConsumerEngine implements ProcessorHost {
       }
       this.lastPollAt = Date.now();
       this.cadence.record(batch.length);
-      if (batch.length > 0) this.dispatch(batch, seq);
+      if (batch.length > 0) {
+        this.lastProgressAt = this.lastPollAt;
+        this.dispatch(batch, seq);
+      }
       this.maybeCommit();
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
@@ -345,6 +353,7 @@ export class ConsumerEngine implements ProcessorHost {
     this.commitInFlight = this.client
       .commit(offsets)
       .then(() => {
+        this.lastProgressAt = Date.now();
         for (const { control, offset } of batch) {
           if (control.lastCommitted === undefined || offset > control.lastCommitted) {
             control.lastCommitted = offset;
@@ -578,6 +587,7 @@ export class ConsumerEngine implements ProcessorHost {
       }
     }
     const controls: PartitionControl[] = [];
+    for (const tp of partitions) this.unavailableTopics.delete(`unknown:${tp.topic}`);
     for (const tp of partitions) {
       const key = tpKey(tp.topic, tp.partition);
       const previous = this.owned.get(key);
@@ -850,7 +860,9 @@ export class ConsumerEngine implements ProcessorHost {
         const retriable =
           (code !== undefined && RETRIABLE_COMMIT_CODES.has(code)) ||
           (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
-        if (retriable && Date.now() + 100 < deadline) {
+        // Refused credentials will not heal within the deadline: one attempt, then release.
+        const hopeless = this.failure instanceof AuthenticationError;
+        if (retriable && !hopeless && Date.now() + 100 < deadline) {
           this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
           await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
           continue;
@@ -1135,13 +1147,27 @@ export class ConsumerEngine implements ProcessorHost {
       err.kafkaCode,
       { cause: err },
     );
-    this.clientErrors += 1;
-    if (this.authFailure === undefined) {
-      this.logger.error({ err: failure }, 'authentication failed: closing the consumer');
+    if (this.state.kind === 'connecting') {
+      // The failed connect ends the engine with it (see doStart).
+      this.authFailure ??= failure;
+      return;
     }
-    this.authFailure ??= failure;
-    // While connecting, the failed connect ends the engine with it (see doStart).
-    if (this.state.kind !== 'connecting') this.failWith(this.authFailure);
+    // Once running, one refusal can be transient (a token refresh, one broker's hiccup): it only
+    // ends the consumer when the refusals last `connectTimeoutMs` without any progress meanwhile.
+    const now = Date.now();
+    if (this.authErrorsSince === undefined || this.lastProgressAt > this.authErrorsSince) {
+      this.authErrorsSince = now;
+    }
+    if (now - this.authErrorsSince < this.settings.connectTimeoutMs) {
+      this.onTransientError(err, 'authentication refused (ends the consumer if it lasts)');
+      return;
+    }
+    this.clientErrors += 1;
+    this.logger.error(
+      { err: failure, since: new Date(this.authErrorsSince).toISOString() },
+      'authentication refused for longer than connectTimeoutMs: closing the consumer',
+    );
+    this.failWith(failure);
   }
 
   /**
@@ -1221,9 +1247,9 @@ export class ConsumerEngine implements ProcessorHost {
    * librdkafka's warning on an offset reset caused by an error (offset out of range: the committed
    * offset fell out of retention, or lies past the end): records were skipped, or will be re-read.
    */
-  private onOffsetReset(message: string): void {
+  private onOffsetReset(message: string): boolean {
     const m = OFFSET_RESET_LOG.exec(message);
-    if (!m) return;
+    if (!m) return false;
     const [, topic = '', partitionText = '', fromText = '', cached, toText = '', reason = ''] = m;
     const partition = Number(partitionText);
     const from = /^-?\d+$/.test(fromText) ? Number(fromText) : undefined;
@@ -1250,7 +1276,7 @@ export class ConsumerEngine implements ProcessorHost {
     };
     if (numericTo !== undefined || this.state.kind !== 'running') {
       report(numericTo);
-      return;
+      return true;
     }
     // Reset to a logical offset: ask the cluster where that is now.
     const logical = toText.toUpperCase();
@@ -1258,6 +1284,7 @@ export class ConsumerEngine implements ProcessorHost {
       (w) => report(logical === 'BEGINNING' ? w.low : logical === 'END' ? w.high : undefined),
       () => report(undefined),
     );
+    return true;
   }
 
   private onClientLog(log: { severity: number; fac: string; message: string }): void {
@@ -1272,10 +1299,7 @@ export class ConsumerEngine implements ProcessorHost {
       );
       return;
     }
-    if (log.fac === 'OFFSET' && log.message.includes('offset reset')) {
-      this.onOffsetReset(log.message);
-      return;
-    }
+    if (log.fac === 'OFFSET' && log.severity <= 4 && this.onOffsetReset(log.message)) return;
     if (log.severity <= 2) this.logger.error(entry, log.message);
     else if (log.severity <= 4) this.logger.warn(entry, log.message);
     else if (log.severity <= 6) this.logger.info(entry, log.message);

@@ -63,6 +63,7 @@ export class DeadLetterWriter {
   private nextId = 1;
   private connecting: Promise<void> | undefined;
   private closed = false;
+  private closing: Promise<void> | undefined;
 
   constructor(
     readonly topic: string,
@@ -72,7 +73,10 @@ export class DeadLetterWriter {
     private readonly logger: Logger,
     factory: ProducerFactory = defaultProducerFactory,
   ) {
-    this.messageTimeoutMs = Number(config['message.timeout.ms'] ?? 300_000);
+    // `delivery.timeout.ms` is librdkafka's alias of `message.timeout.ms`.
+    this.messageTimeoutMs = Number(
+      config['delivery.timeout.ms'] ?? config['message.timeout.ms'] ?? 300_000,
+    );
     try {
       this.producer = factory({ ...config });
     } catch (err) {
@@ -96,7 +100,7 @@ export class DeadLetterWriter {
     });
   }
 
-  /** Connects in the background; `send()` waits for it. */
+  /** Connects in the background; `send()` waits for it (and retries a connect that failed). */
   start(): Promise<void> {
     this.connecting ??= new Promise<void>((resolve, reject) => {
       this.producer.connect({ timeout: this.connectTimeoutMs }, (err) => {
@@ -113,9 +117,12 @@ export class DeadLetterWriter {
         resolve();
       });
     });
-    // A failed connect surfaces at the first send(); don't let it go unhandled meanwhile.
-    this.connecting.catch(() => undefined);
-    return this.connecting;
+    const attempt = this.connecting;
+    // A failed connect surfaces at the next send(), which tries again; never unhandled meanwhile.
+    attempt.catch(() => {
+      if (this.connecting === attempt) this.connecting = undefined;
+    });
+    return attempt;
   }
 
   /**
@@ -152,7 +159,9 @@ export class DeadLetterWriter {
           null,
           message.value,
           message.key ?? undefined,
-          message.timestamp ?? null,
+          // Stamped now: an old CreateTime could let retention delete the record right after
+          // its offset is committed. The original time is in the dlq.original.timestamp header.
+          null,
           id,
           headers,
         );
@@ -196,9 +205,13 @@ export class DeadLetterWriter {
     return out;
   }
 
-  /** Flushes what is queued (bounded) and disconnects. Unconfirmed writes reject. */
-  async close(timeoutMs: number): Promise<void> {
-    if (this.closed) return;
+  /** Flushes what is queued (bounded) and disconnects. Unconfirmed writes reject. Idempotent. */
+  close(timeoutMs: number): Promise<void> {
+    this.closing ??= this.doClose(timeoutMs);
+    return this.closing;
+  }
+
+  private async doClose(timeoutMs: number): Promise<void> {
     this.closed = true;
     const connected = await this.connecting?.then(
       () => true,

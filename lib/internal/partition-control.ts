@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Observable } from 'rxjs';
 import type { MonoTypeOperatorFunction, ObservableInput, OperatorFunction, Subscriber } from 'rxjs';
 import { dropOnEndMerge } from './drop-on-end-merge';
@@ -50,6 +51,8 @@ export class PartitionControl implements PartitionStream {
     private readonly onChange: (control: PartitionControl) => void,
   ) {
     this.ledger = new OffsetLedger();
+    // Every waiting task (limiter slot, merge buffer, retry backoff) listens on these signals.
+    setMaxListeners(0, this.controller.signal, this.endController.signal);
     this.drained = new Promise<void>((resolve) => (this.drainedResolve = resolve));
     this.messages$ = new Observable<KafkaMessage>((subscriber) => {
       if (this.subscribed) {

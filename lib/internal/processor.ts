@@ -4,7 +4,18 @@
  * message that is neither processed, skipped nor confirmed in the dead-letter topic is never
  * committed.
  */
-import { EMPTY, Observable, catchError, defer, from, isObservable, map, of, retry } from 'rxjs';
+import {
+  EMPTY,
+  Observable,
+  catchError,
+  defer,
+  filter,
+  from,
+  isObservable,
+  map,
+  of,
+  retry,
+} from 'rxjs';
 import { finalize } from 'rxjs';
 import type { Logger } from 'pino';
 import { DeadLetterError, DeserializationError, HandlerError } from '../errors';
@@ -235,6 +246,7 @@ export class MessageProcessor<R, K, V> {
           stage: error instanceof DeserializationError ? error.part : 'handler',
         };
         return from(writer.send(message, reason)).pipe(
+          filter(() => !message.signal.aborted), // released meanwhile: the next owner redoes it
           map(() => {
             this.host.counters.deadLettered += 1;
             this.logger.warn(
