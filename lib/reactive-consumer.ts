@@ -6,6 +6,9 @@ import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
 import { AlreadySubscribedError, ClosedError, ConfigError, HandlerError } from './errors';
 import { ConsumerEngine } from './internal/consumer-engine';
 import { FairLimiter } from './internal/fair-limiter';
+import { ConsumerObservability, attachObservability } from './internal/observability';
+import type { ConsumerHealth, HealthOptions } from './health';
+import type { ConsumerMetrics } from './metrics';
 import type { PartitionControl } from './internal/partition-control';
 import type { ConsumerFactory } from './internal/rdkafka';
 import { defaultLogger } from './logger';
@@ -55,7 +58,13 @@ export class ReactiveConsumer {
   readonly partitions$: Observable<PartitionStream>;
   /** The resolved settings (defaults applied). */
   readonly settings: ConsumerSettings;
+  /**
+   * A {@link ConsumerMetrics} snapshot every `metricsIntervalMs` while subscribed, and a last one
+   * when the consumer closes (then it completes). See docs/observability.md.
+   */
+  readonly metrics$: Observable<ConsumerMetrics>;
   private readonly engine: ConsumerEngine;
+  private readonly observability: ConsumerObservability;
   private readonly logger: Logger;
   private attached = false;
 
@@ -65,6 +74,9 @@ export class ReactiveConsumer {
     this.logger = base.child({ component: 'reactive-rdkafka', group: this.settings.groupId });
     this.engine = new ConsumerEngine(this.settings, this.logger, internals.consumerFactory);
     this.rebalances$ = this.engine.rebalances.asObservable();
+    this.observability = new ConsumerObservability(this.engine, this.settings, this.logger);
+    this.metrics$ = this.observability.metrics$();
+    attachObservability(this, this.observability);
     this.partitions$ = new Observable<PartitionControl>((subscriber) => {
       if (this.attached) {
         subscriber.error(
@@ -118,6 +130,7 @@ export class ReactiveConsumer {
     if (typeof handler !== 'function') {
       throw new ConfigError('Expected `handler` to be a function', 'handler');
     }
+    handler = this.observability.instrument(handler);
     return new Observable<Processed<R>>((subscriber) => {
       const limiter = new FairLimiter(concurrency);
       return (this.partitions$ as Observable<PartitionControl>)
@@ -136,6 +149,19 @@ export class ReactiveConsumer {
    */
   positions(): { topic: string; partition: number; offset: number | undefined }[] {
     return this.engine.positions();
+  }
+
+  /** The consumer's metrics now: counters, handler and commit latency, per-partition state and lag. */
+  metrics(): ConsumerMetrics {
+    return this.observability.metrics();
+  }
+
+  /**
+   * Whether the consumer works: connected, a member of its group (or legitimately waiting for an
+   * assignment), polling recently, no stalled handler. For liveness and readiness probes.
+   */
+  health(options?: HealthOptions): ConsumerHealth {
+    return this.observability.health(options);
   }
 
   /**

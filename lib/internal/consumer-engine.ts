@@ -16,6 +16,8 @@ import type {
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
 import { ConsumerClient } from './consumer-client';
+import { NO_OBSERVER } from './engine-observer';
+import type { EngineObserver } from './engine-observer';
 import { toKafkaMessage } from './message';
 import { PartitionControl } from './partition-control';
 import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
@@ -88,6 +90,10 @@ export class ConsumerEngine {
   lastPollAt = 0;
   /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
   lateMessagesDropped = 0;
+  /** When the consume loop started (ms since the epoch; 0 before). */
+  runningSince = 0;
+  /** Receives metrics hooks (see engine-observer.ts). */
+  observer: EngineObserver = NO_OBSERVER;
   // One-entry cache: consecutive messages of a batch usually share a partition.
   private lastTopic = '';
   private lastPartition = -1;
@@ -117,6 +123,21 @@ export class ConsumerEngine {
 
   get lifecycle(): EngineState {
     return this.state;
+  }
+
+  /** The controls of the partitions owned now, including ones being revoked (for metrics). */
+  controls(): PartitionControl[] {
+    return [...this.owned.values()];
+  }
+
+  /** True while an assignment or a revoke is being handled. */
+  get rebalancing(): boolean {
+    return this.rebalanceTasks.size > 0;
+  }
+
+  /** Why this member is believed dropped from the group, until the next revoke or assignment. */
+  get membershipLost(): string | undefined {
+    return this.suspectLost;
   }
 
   /** Fetch positions of the owned partitions (undefined where librdkafka does not know it yet). */
@@ -162,6 +183,7 @@ export class ConsumerEngine {
       return;
     }
     this.state = { kind: 'running' };
+    this.runningSince = Date.now();
     this.logger.info({ topics: this.settings.topics }, 'subscribed');
     this.looping = true;
     this.loopDone = this.loop().catch((err: unknown) => {
@@ -227,6 +249,7 @@ export class ConsumerEngine {
         continue;
       }
       control.push(toKafkaMessage(m, control.generation, control.signal));
+      this.observer.received(m.topic, m.partition);
       if (
         !control.paused &&
         (control.ledger.window >= this.settings.maxBufferedMessages ||
@@ -295,9 +318,11 @@ export class ConsumerEngine {
       partition: control.partition,
       offset,
     }));
+    const sentAt = Date.now();
     this.commitInFlight = this.client
       .commit(offsets)
       .then(() => {
+        this.observer.commit('periodic', offsets, Date.now() - sentAt);
         for (const { control, offset } of batch) {
           if (control.lastCommitted === undefined || offset > control.lastCommitted) {
             control.lastCommitted = offset;
@@ -306,6 +331,7 @@ export class ConsumerEngine {
         this.logger.debug({ offsets }, 'committed');
       })
       .catch((err: unknown) => {
+        this.observer.commit('periodic', offsets, Date.now() - sentAt, err);
         // Not a sign of a lost assignment by itself: a cooperative rebalance bumps the generation
         // and refuses commits (ILLEGAL_GENERATION) while the partitions are still ours. Only the
         // revoke-time commit decides "lost".
@@ -689,11 +715,13 @@ export class ConsumerEngine {
         offset,
       }));
       const remaining = deadline - Date.now();
+      const sentAt = Date.now();
       try {
         await this.client.commit(
           offsets,
           Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
         );
+        this.observer.commit('revoke', offsets, Date.now() - sentAt);
         for (const { control, offset } of toCommit) {
           control.lastCommitted = offset;
           results.set(control, {
@@ -705,6 +733,7 @@ export class ConsumerEngine {
         }
         break;
       } catch (err) {
+        this.observer.commit('revoke', offsets, Date.now() - sentAt, err);
         const code = kafkaCodeOf(err);
         const reason = errorMessage(err);
         if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
