@@ -94,6 +94,7 @@ export class ConsumerEngine {
   runningSince = 0;
   /** Receives metrics hooks (see engine-observer.ts). */
   observer: EngineObserver = NO_OBSERVER;
+  private readonly partitionLoggers = new WeakMap<PartitionControl, Logger>();
   // One-entry cache: consecutive messages of a batch usually share a partition.
   private lastTopic = '';
   private lastPartition = -1;
@@ -237,13 +238,8 @@ export class ConsumerEngine {
       if (m.offset <= control.ledger.lastDeliveredOffset) {
         // librdkafka went back within one assignment (offset reset after out-of-range, log
         // truncation). These offsets were handed out already in this assignment.
-        this.logger.warn(
-          {
-            topic: m.topic,
-            partition: m.partition,
-            offset: m.offset,
-            last: control.ledger.lastDeliveredOffset,
-          },
+        this.partitionLogger(control).warn(
+          { offset: m.offset, last: control.ledger.lastDeliveredOffset },
           'partition position moved backwards; dropping offsets already delivered in this assignment',
         );
         continue;
@@ -279,21 +275,32 @@ export class ConsumerEngine {
       if (paused) this.client.raw.pause(tp);
       else this.client.raw.resume(tp);
       control.paused = paused;
-      this.logger.debug(
-        {
-          topic: control.topic,
-          partition: control.partition,
-          buffered: control.ledger.window,
-          bytes: control.bufferedBytes,
-        },
+      this.partitionLogger(control).debug(
+        { buffered: control.ledger.window, bytes: control.bufferedBytes },
         paused ? 'paused partition (buffer full)' : 'resumed partition',
       );
     } catch (err) {
-      this.logger.warn(
-        { err, topic: control.topic, partition: control.partition },
-        'pause/resume failed',
+      this.partitionLogger(control).warn(
+        { err },
+        paused
+          ? 'pause failed: the partition keeps fetching past its buffer limits (memory grows) until the next attempt'
+          : 'resume failed: the partition stays paused until the next attempt or rebalance',
       );
     }
+  }
+
+  /** A child logger bound to the partition's topic, partition and generation. */
+  private partitionLogger(control: PartitionControl): Logger {
+    let logger = this.partitionLoggers.get(control);
+    if (logger === undefined) {
+      logger = this.logger.child({
+        topic: control.topic,
+        partition: control.partition,
+        generation: control.generation,
+      });
+      this.partitionLoggers.set(control, logger);
+    }
+    return logger;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -368,7 +375,10 @@ export class ConsumerEngine {
       if (code === Code.ASSIGN_PARTITIONS) this.onAssign(assignment);
       else if (code === Code.REVOKE_PARTITIONS) this.onRevoke(assignment);
       else {
-        this.logger.error({ err }, 'rebalance error; releasing the assignment');
+        this.logger.warn(
+          { err },
+          'rebalance error; releasing the assignment (the group rebalances again; work since the last commit may be redone)',
+        );
         this.unassign(assignment, this.protocol(), this.generation);
       }
     } catch (error) {
@@ -443,7 +453,7 @@ export class ConsumerEngine {
     if (generation !== this.generation) {
       // A newer rebalance arrived while the start offsets were looked up: librdkafka no longer
       // waits for this assign; applying it now would assign partitions that are not ours.
-      this.logger.warn(
+      this.logger.info(
         { generation, current: this.generation, partitions },
         'skipped an assignment overtaken by a newer rebalance',
       );
@@ -650,7 +660,10 @@ export class ConsumerEngine {
     const revokedAt = Date.now();
     if (lost.length > 0) {
       const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
-      this.logger.warn({ generation, partitions, reason }, 'partitions lost');
+      this.logger.warn(
+        { generation, partitions, reason },
+        'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)',
+      );
       this.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
     } else {
       this.logger.info(
@@ -826,7 +839,7 @@ export class ConsumerEngine {
         }
         if (targets.length > 0) raw.incrementalUnassign(targets);
       } else if (stale) {
-        this.logger.warn(
+        this.logger.info(
           { generation, current: this.generation },
           'skipped a stale unassign: a newer assignment arrived meanwhile',
         );
