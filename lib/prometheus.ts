@@ -9,6 +9,7 @@ import { ConfigError } from './errors';
 import { LATENCY_BUCKETS_SECONDS, REBALANCE_BUCKETS_SECONDS } from './internal/histogram';
 import { observabilityOf } from './internal/observability';
 import type { ConsumerObservability, Observation } from './internal/observability';
+import type { ConsumerMetrics, PartitionMetrics } from './metrics';
 import type { ReactiveConsumer } from './reactive-consumer';
 
 /**
@@ -155,6 +156,18 @@ export function registerPrometheusMetrics(
 function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
   const consumers = new Set<ConsumerObservability>();
   const names: string[] = [];
+  // One scrape reads every metric in turn, within one turn of the event loop: take one snapshot
+  // per consumer per scrape, forgotten at the next turn.
+  const snapshots = new Map<ConsumerObservability, ConsumerMetrics>();
+  const snapshot = (obs: ConsumerObservability): ConsumerMetrics => {
+    let m = snapshots.get(obs);
+    if (m === undefined) {
+      m = obs.metrics();
+      if (snapshots.size === 0) setImmediate(() => snapshots.clear());
+      snapshots.set(obs, m);
+    }
+    return m;
+  };
   const tp = ['group', 'topic', 'partition'];
   const name = (n: string): string => {
     const full = p + n;
@@ -238,14 +251,14 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     'late_messages_dropped_total',
     'Messages of partitions not (or no longer) assigned, dropped without processing.',
     ['group'],
-    (add, obs) => add({ group: obs.group }, obs.metrics().messages.lateDropped),
+    (add, obs) => add({ group: obs.group }, snapshot(obs).messages.lateDropped),
   );
   counter(
     'commits_total',
     'Commit requests by result (ok: confirmed by the broker).',
     ['group', 'result'],
     (add, obs) => {
-      const c = obs.metrics().commits;
+      const c = snapshot(obs).commits;
       add({ group: obs.group, result: 'ok' }, c.ok);
       add({ group: obs.group, result: 'failed' }, c.failed);
     },
@@ -255,7 +268,7 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     'Rebalance outcomes: assigned, revoked (drained, committed, released) or lost.',
     ['group', 'type'],
     (add, obs) => {
-      const r = obs.metrics().rebalances;
+      const r = snapshot(obs).rebalances;
       add({ group: obs.group, type: 'assigned' }, r.assignments);
       add({ group: obs.group, type: 'revoked' }, r.revokes);
       add({ group: obs.group, type: 'lost' }, r.losses);
@@ -266,7 +279,7 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     'Partitions moved by rebalances: assigned, revoked or lost.',
     ['group', 'type'],
     (add, obs) => {
-      const r = obs.metrics().rebalances;
+      const r = snapshot(obs).rebalances;
       add({ group: obs.group, type: 'assigned' }, r.partitionsAssigned);
       add({ group: obs.group, type: 'revoked' }, r.partitionsRevoked);
       add({ group: obs.group, type: 'lost' }, r.partitionsLost);
@@ -276,20 +289,20 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     'drain_timeouts_total',
     'Revokes whose drain deadline (drainTimeoutMs) passed.',
     ['group'],
-    (add, obs) => add({ group: obs.group }, obs.metrics().rebalances.drainTimeouts),
+    (add, obs) => add({ group: obs.group }, snapshot(obs).rebalances.drainTimeouts),
   );
 
   const eachPartition =
-    (value: (pm: ReturnType<ConsumerObservability['metrics']>['partitions'][number]) => unknown) =>
+    (value: (pm: PartitionMetrics) => unknown) =>
     (add: (labels: Labels, value: number) => void, obs: ConsumerObservability): void => {
-      for (const pm of obs.metrics().partitions) {
+      for (const pm of snapshot(obs).partitions) {
         const v = value(pm);
         if (typeof v === 'number')
           add({ group: obs.group, topic: pm.topic, partition: pm.partition }, v);
       }
     };
   gauge('assigned_partitions', 'Partitions owned now.', ['group'], (add, obs) =>
-    add({ group: obs.group }, obs.metrics().partitions.length),
+    add({ group: obs.group }, snapshot(obs).partitions.length),
   );
   gauge(
     'in_flight_messages',
@@ -338,7 +351,7 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     'Seconds since the consume loop last returned from librdkafka.',
     ['group'],
     (add, obs) => {
-      const last = obs.metrics().lastPollAt;
+      const last = snapshot(obs).lastPollAt;
       if (last > 0) add({ group: obs.group }, (Date.now() - last) / 1000);
     },
   );
