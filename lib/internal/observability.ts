@@ -536,7 +536,7 @@ export class ConsumerObservability implements EngineObserver {
     return this.stalls.stalled();
   }
 
-  /** Hot: a snapshot every `metricsIntervalMs` per subscriber, a last one when the consumer closes. */
+  /** Cold: per subscriber, a snapshot every `metricsIntervalMs` and a last one when the consumer closes. */
   metrics$(): Observable<ConsumerMetrics> {
     return new Observable<ConsumerMetrics>((subscriber) => {
       const timer = setInterval(
