@@ -49,6 +49,18 @@ export interface ReactiveConsumerOptions {
   /** A pino logger; the library logs through child loggers of it. @default a silent logger */
   logger?: Logger;
   /**
+   * A handler running longer than this is reported as stalled (a warning, a metric, a diagnostics
+   * event, and `health()` fails) and again when it completes, in ms. 0 disables the detection.
+   * @default 30000, or `drainTimeoutMs` when that is lower
+   */
+  stallThresholdMs?: number;
+  /**
+   * How often `metrics$` emits a snapshot, in ms. Unless `statistics.interval.ms` is set in
+   * `config`, librdkafka's statistics (the source of consumer lag) are enabled at this interval too.
+   * @default 5000
+   */
+  metricsIntervalMs?: number;
+  /**
    * Longest time a revoke may spend draining in-flight handlers and committing, in ms. Must stay
    * below `max.poll.interval.ms` (the broker's rebalance timeout).
    * @default 60% of `max.poll.interval.ms` (180000 with librdkafka's default of 300000)
@@ -99,6 +111,9 @@ export interface ConsumerSettings {
   readonly drainTimeoutMs: number;
   readonly commitIntervalMs: number;
   readonly commitTimeoutMs: number;
+  /** 0: stall detection disabled. */
+  readonly stallThresholdMs: number;
+  readonly metricsIntervalMs: number;
   readonly closeTimeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly consumeBatchSize: number;
@@ -106,6 +121,7 @@ export interface ConsumerSettings {
   readonly maxBufferedMessages: number;
   readonly maxBufferedBytes: number;
   readonly resumeThreshold: number;
+  /** The start-position hook, if any (see {@link ReactiveConsumerOptions.onAssign}). */
   readonly onAssign: ReactiveConsumerOptions['onAssign'];
 }
 
@@ -118,6 +134,8 @@ export const DEFAULT_DRAIN_FRACTION = 0.6;
 export const DEFAULTS = {
   commitIntervalMs: 1000,
   commitTimeoutMs: 10_000,
+  stallThresholdMs: 30_000,
+  metricsIntervalMs: 5000,
   connectTimeoutMs: 30_000,
   consumeBatchSize: 500,
   consumeTimeoutMs: 100,
@@ -278,7 +296,12 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     }
   }
 
-  const globalConfig: Record<string, unknown> = { ...DEFAULT_PREFETCH, ...config };
+  const metricsIntervalMs = positiveInt(opts, 'metricsIntervalMs', DEFAULTS.metricsIntervalMs);
+  const globalConfig: Record<string, unknown> = {
+    ...DEFAULT_PREFETCH,
+    'statistics.interval.ms': metricsIntervalMs,
+    ...config,
+  };
   globalConfig['enable.auto.commit'] = false;
   globalConfig['enable.auto.offset.store'] = false;
 
@@ -292,6 +315,13 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     drainTimeoutMs,
     commitIntervalMs: positiveInt(opts, 'commitIntervalMs', DEFAULTS.commitIntervalMs),
     commitTimeoutMs: positiveInt(opts, 'commitTimeoutMs', DEFAULTS.commitTimeoutMs),
+    stallThresholdMs: positiveInt(
+      opts,
+      'stallThresholdMs',
+      Math.min(DEFAULTS.stallThresholdMs, drainTimeoutMs),
+      0,
+    ),
+    metricsIntervalMs,
     closeTimeoutMs: positiveInt(opts, 'closeTimeoutMs', drainTimeoutMs + DEFAULTS.closeMarginMs),
     connectTimeoutMs: positiveInt(opts, 'connectTimeoutMs', DEFAULTS.connectTimeoutMs),
     consumeBatchSize: positiveInt(opts, 'consumeBatchSize', DEFAULTS.consumeBatchSize),

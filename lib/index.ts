@@ -53,3 +53,28 @@ export type {
   ProcessOptions,
   PartitionStream,
 } from './types';
+export type {
+  ConsumerMetrics,
+  PartitionMetrics,
+  MessageCounters,
+  DurationHistogram,
+  CommitMetrics,
+  RebalanceMetrics,
+  LastRevoke,
+  StalledHandler,
+  PartitionState,
+} from './metrics';
+export type { ConsumerHealth, HealthChecks, HealthDetails, HealthOptions } from './health';
+export { DiagnosticsChannel } from './diagnostics';
+export type {
+  DiagnosticsChannelName,
+  DiagnosticsBase,
+  RebalanceDiagnostics,
+  CommitDiagnostics,
+  CommitKind,
+  HandlerDiagnostics,
+  StallDiagnostics,
+  StatsDiagnostics,
+} from './diagnostics';
+export { registerPrometheusMetrics } from './prometheus';
+export type { PrometheusOptions, PrometheusRegistry } from './prometheus';

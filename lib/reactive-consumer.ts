@@ -9,6 +9,9 @@ import type { ProducerFactory } from './internal/dead-letter';
 import { FairLimiter } from './internal/fair-limiter';
 import { MessageProcessor } from './internal/processor';
 import { resolveProcessOptions } from './process-options';
+import { ConsumerObservability, attachObservability } from './internal/observability';
+import type { ConsumerHealth, HealthOptions } from './health';
+import type { ConsumerMetrics } from './metrics';
 import type { PartitionControl } from './internal/partition-control';
 import type { ConsumerFactory } from './internal/rdkafka';
 import { defaultLogger } from './logger';
@@ -66,7 +69,13 @@ export class ReactiveConsumer {
   readonly partitions$: Observable<PartitionStream>;
   /** The resolved settings (defaults applied). */
   readonly settings: ConsumerSettings;
+  /**
+   * A {@link ConsumerMetrics} snapshot every `metricsIntervalMs` while subscribed, and a last one
+   * when the consumer closes (then it completes). See docs/observability.md.
+   */
+  readonly metrics$: Observable<ConsumerMetrics>;
   private readonly engine: ConsumerEngine;
+  private readonly observability: ConsumerObservability;
   private readonly logger: Logger;
   private attached = false;
   /** Dead-letter writers of the running pipeline, closed by `close()` after the consumer. */
@@ -82,6 +91,9 @@ export class ReactiveConsumer {
     this.engine = new ConsumerEngine(this.settings, this.logger, internals.consumerFactory);
     this.rebalances$ = this.engine.rebalances.asObservable();
     this.events$ = this.engine.events.asObservable();
+    this.observability = new ConsumerObservability(this.engine, this.settings, this.logger);
+    this.metrics$ = this.observability.metrics$();
+    attachObservability(this, this.observability);
     this.partitions$ = new Observable<PartitionControl>((subscriber) => {
       if (this.attached) {
         subscriber.error(
@@ -150,6 +162,7 @@ export class ReactiveConsumer {
             this.logger.child({ component: 'dead-letter' }),
             this.internals.producerFactory,
           );
+    handler = this.observability.instrument(handler);
     return new Observable<Processed<R>>((subscriber) => {
       const limiter = new FairLimiter(resolved.concurrency);
       const processor = new MessageProcessor<R, K, V>(
@@ -218,6 +231,19 @@ export class ReactiveConsumer {
    */
   positions(): { topic: string; partition: number; offset: number | undefined }[] {
     return this.engine.positions();
+  }
+
+  /** The consumer's metrics now: counters, handler and commit latency, per-partition state and lag. */
+  metrics(): ConsumerMetrics {
+    return this.observability.metrics();
+  }
+
+  /**
+   * Whether the consumer works: connected, a member of its group (or legitimately waiting for an
+   * assignment), polling recently, no stalled handler. For liveness and readiness probes.
+   */
+  health(options?: HealthOptions): ConsumerHealth {
+    return this.observability.health(options);
   }
 
   /**

@@ -271,6 +271,17 @@ interface Parsed {
   stuck: { partition: number; offset: number; at: number }[];
   failedCommits: Set<number>;
   lostSeen: boolean;
+  revoked: number;
+  lost: number;
+  /** The worker's final metrics snapshot (written after a clean close). */
+  metrics?: {
+    processed: number;
+    failed: number;
+    revokes: number;
+    losses: number;
+    stalls: number;
+    commitsOk: number;
+  };
 }
 
 function parse(run: WorkerRun): Parsed {
@@ -283,6 +294,8 @@ function parse(run: WorkerRun): Parsed {
     stuck: [],
     failedCommits: new Set(),
     lostSeen: false,
+    revoked: 0,
+    lost: 0,
   };
   if (!existsSync(run.out)) return p;
   for (const line of readFileSync(run.out, 'utf8').split('\n')) {
@@ -292,11 +305,14 @@ function parse(run: WorkerRun): Parsed {
     } else if (f[0] === 'C') p.commits.push({ partition: +f[1]!, offset: +f[2]!, pid: +f[3]! });
     else if (f[0] === 'S') p.stuck.push({ partition: +f[1]!, offset: +f[2]!, at: +f[3]! });
     else if (f[0] === 'F') p.failedCommits.add(+f[1]!);
+    else if (f[0] === 'M') p.metrics = JSON.parse(line.slice(2)) as Parsed['metrics'];
     else if (f[0] === 'E') {
       if (f[1] === 'revoked' || f[1] === 'lost') p.rebalances += 1;
       if (f[1] === 'revoked' && f[4]) p.revokeMs.push(+f[4]);
       if (f[1] === 'assigned' && f[3]) p.assignedAt.push(+f[2]!);
       if (f[1] === 'lost') p.lostSeen = true;
+      if (f[1] === 'revoked') p.revoked += 1;
+      if (f[1] === 'lost') p.lost += 1;
     }
   }
   return p;
@@ -447,6 +463,41 @@ async function verify(
       } catch {
         // not JSON (stack trace fragments are caught by the exit code check)
       }
+    }
+  }
+
+  // The library's metrics agree with what the handlers and rebalance events recorded.
+  for (const [run, p] of parsed) {
+    if (run.signal !== 'SIGTERM' || run.exitCode !== 0) continue;
+    const m = p.metrics;
+    if (!m) {
+      problems.push(`worker ${run.pid} closed cleanly without writing its metrics`);
+      continue;
+    }
+    if (m.processed !== p.records.length)
+      problems.push(
+        `worker ${run.pid}: metrics say ${m.processed} processed, its handlers recorded ${p.records.length}`,
+      );
+    if (m.failed !== 0) problems.push(`worker ${run.pid}: metrics report ${m.failed} failures`);
+    if (m.revokes !== p.revoked || m.losses !== p.lost)
+      problems.push(
+        `worker ${run.pid}: metrics say ${m.revokes} revokes/${m.losses} losses, events ${p.revoked}/${p.lost}`,
+      );
+    if (p.records.length > 0 && m.commitsOk === 0)
+      problems.push(`worker ${run.pid} processed messages but counted no confirmed commit`);
+  }
+  if (stuck) {
+    // The hung handler outlived the stall threshold (default: the drain deadline): reported.
+    const stuckRun = [...parsed].find(([, p]) => p.stuck.length > 0);
+    if (stuckRun) {
+      const [run, p] = stuckRun;
+      const s = p.stuck[0]!;
+      const log = existsSync(run.log) ? readFileSync(run.log, 'utf8') : '';
+      if (
+        (run.stoppedAt ?? Date.now()) - s.at > stuck.drainTimeoutMs + 2000 &&
+        !log.includes('"handler stalled')
+      )
+        problems.push(`the stuck worker ${run.pid} never reported its stalled handler`);
     }
   }
 

@@ -106,6 +106,12 @@ consumer.process(handle, { concurrency: 16, partitionConcurrency }).subscribe({
     process.exit(1);
   },
   complete: () => {
+    // The library's own counters, for the driver to check against the records above.
+    const m = consumer.metrics();
+    writeSync(
+      out,
+      `M ${JSON.stringify({ processed: m.messages.processed, failed: m.messages.failed, revokes: m.rebalances.revokes, losses: m.rebalances.losses, stalls: m.stalls, commitsOk: m.commits.ok })}\n`,
+    );
     logger.info('closed cleanly');
     closeSync(out);
     process.exit(0);

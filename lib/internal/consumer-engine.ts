@@ -19,6 +19,8 @@ import type {
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
 import { ConsumerClient } from './consumer-client';
+import { NO_OBSERVER } from './engine-observer';
+import type { EngineObserver } from './engine-observer';
 import { toKafkaMessage } from './message';
 import { PartitionControl } from './partition-control';
 import type { FailureCounters, ProcessorHost } from './processor';
@@ -129,6 +131,11 @@ export class ConsumerEngine implements ProcessorHost {
   lastPollAt = 0;
   /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
   lateMessagesDropped = 0;
+  /** When the consume loop started (ms since the epoch; 0 before). */
+  runningSince = 0;
+  /** Receives metrics hooks (see engine-observer.ts). */
+  observer: EngineObserver = NO_OBSERVER;
+  private readonly partitionLoggers = new WeakMap<PartitionControl, Logger>();
   // One-entry cache: consecutive messages of a batch usually share a partition.
   private lastTopic = '';
   private lastPartition = -1;
@@ -158,6 +165,21 @@ export class ConsumerEngine implements ProcessorHost {
 
   get lifecycle(): EngineState {
     return this.state;
+  }
+
+  /** The controls of the partitions owned now, including ones being revoked (for metrics). */
+  controls(): PartitionControl[] {
+    return [...this.owned.values()];
+  }
+
+  /** True while an assignment or a revoke is being handled. */
+  get rebalancing(): boolean {
+    return this.rebalanceTasks.size > 0;
+  }
+
+  /** Why this member is believed dropped from the group, until the next revoke or assignment. */
+  get membershipLost(): string | undefined {
+    return this.suspectLost;
   }
 
   /** Fetch positions of the owned partitions (undefined where librdkafka does not know it yet). */
@@ -208,6 +230,7 @@ export class ConsumerEngine implements ProcessorHost {
       return;
     }
     this.state = { kind: 'running' };
+    this.runningSince = Date.now();
     this.logger.info({ topics: this.settings.topics }, 'subscribed');
     this.looping = true;
     this.loopDone = this.loop().catch((err: unknown) => {
@@ -269,18 +292,14 @@ export class ConsumerEngine implements ProcessorHost {
       if (m.offset <= control.ledger.lastDeliveredOffset) {
         // librdkafka went back within one assignment (offset reset after out-of-range, log
         // truncation). These offsets were handed out already in this assignment.
-        this.logger.warn(
-          {
-            topic: m.topic,
-            partition: m.partition,
-            offset: m.offset,
-            last: control.ledger.lastDeliveredOffset,
-          },
+        this.partitionLogger(control).warn(
+          { offset: m.offset, last: control.ledger.lastDeliveredOffset },
           'partition position moved backwards; dropping offsets already delivered in this assignment',
         );
         continue;
       }
       control.push(toKafkaMessage(m, control.generation, control.signal));
+      this.observer.received(m.topic, m.partition);
       if (
         !control.paused &&
         (control.ledger.window >= this.settings.maxBufferedMessages ||
@@ -311,21 +330,32 @@ export class ConsumerEngine implements ProcessorHost {
       if (paused) this.client.raw.pause(tp);
       else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
       control.paused = paused;
-      this.logger.debug(
-        {
-          topic: control.topic,
-          partition: control.partition,
-          buffered: control.ledger.window,
-          bytes: control.bufferedBytes,
-        },
+      this.partitionLogger(control).debug(
+        { buffered: control.ledger.window, bytes: control.bufferedBytes },
         paused ? 'paused partition (buffer full)' : 'resumed partition',
       );
     } catch (err) {
-      this.logger.warn(
-        { err, topic: control.topic, partition: control.partition },
-        'pause/resume failed',
+      this.partitionLogger(control).warn(
+        { err },
+        paused
+          ? 'pause failed: the partition keeps fetching past its buffer limits (memory grows) until the next attempt'
+          : 'resume failed: the partition stays paused until the next attempt or rebalance',
       );
     }
+  }
+
+  /** A child logger bound to the partition's topic, partition and generation. */
+  private partitionLogger(control: PartitionControl): Logger {
+    let logger = this.partitionLoggers.get(control);
+    if (logger === undefined) {
+      logger = this.logger.child({
+        topic: control.topic,
+        partition: control.partition,
+        generation: control.generation,
+      });
+      this.partitionLoggers.set(control, logger);
+    }
+    return logger;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -350,10 +380,12 @@ export class ConsumerEngine implements ProcessorHost {
       partition: control.partition,
       offset,
     }));
+    const sentAt = Date.now();
     this.commitInFlight = this.client
       .commit(offsets)
       .then(() => {
         this.lastProgressAt = Date.now();
+        this.observer.commit('periodic', offsets, Date.now() - sentAt);
         for (const { control, offset } of batch) {
           if (control.lastCommitted === undefined || offset > control.lastCommitted) {
             control.lastCommitted = offset;
@@ -362,6 +394,7 @@ export class ConsumerEngine implements ProcessorHost {
         this.logger.debug({ offsets }, 'committed');
       })
       .catch((err: unknown) => {
+        this.observer.commit('periodic', offsets, Date.now() - sentAt, err);
         // Not a sign of a lost assignment by itself: a cooperative rebalance bumps the generation
         // and refuses commits (ILLEGAL_GENERATION) while the partitions are still ours. Only the
         // revoke-time commit decides "lost".
@@ -403,7 +436,10 @@ export class ConsumerEngine implements ProcessorHost {
       if (code === Code.ASSIGN_PARTITIONS) this.onAssign(assignment);
       else if (code === Code.REVOKE_PARTITIONS) this.onRevoke(assignment);
       else {
-        this.logger.error({ err }, 'rebalance error; releasing the assignment');
+        this.logger.warn(
+          { err },
+          'rebalance error; releasing the assignment (the group rebalances again; work since the last commit may be redone)',
+        );
         this.unassign(assignment, this.protocol(), this.generation);
       }
     } catch (error) {
@@ -549,7 +585,7 @@ export class ConsumerEngine implements ProcessorHost {
     if (generation !== this.generation) {
       // A newer rebalance arrived while the start offsets were looked up: librdkafka no longer
       // waits for this assign; applying it now would assign partitions that are not ours.
-      this.logger.warn(
+      this.logger.info(
         { generation, current: this.generation, partitions },
         'skipped an assignment overtaken by a newer rebalance',
       );
@@ -762,7 +798,10 @@ export class ConsumerEngine implements ProcessorHost {
     const revokedAt = Date.now();
     if (lost.length > 0) {
       const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
-      this.logger.warn({ generation, partitions, reason }, 'partitions lost');
+      this.logger.warn(
+        { generation, partitions, reason },
+        'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)',
+      );
       this.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
     } else {
       this.logger.info(
@@ -827,11 +866,13 @@ export class ConsumerEngine implements ProcessorHost {
         offset,
       }));
       const remaining = deadline - Date.now();
+      const sentAt = Date.now();
       try {
         await this.client.commit(
           offsets,
           Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
         );
+        this.observer.commit('revoke', offsets, Date.now() - sentAt);
         for (const { control, offset } of toCommit) {
           control.lastCommitted = offset;
           results.set(control, {
@@ -843,6 +884,7 @@ export class ConsumerEngine implements ProcessorHost {
         }
         break;
       } catch (err) {
+        this.observer.commit('revoke', offsets, Date.now() - sentAt, err);
         const code = kafkaCodeOf(err);
         const reason = errorMessage(err);
         if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
@@ -937,7 +979,7 @@ export class ConsumerEngine implements ProcessorHost {
         }
         if (targets.length > 0) raw.incrementalUnassign(targets);
       } else if (stale) {
-        this.logger.warn(
+        this.logger.info(
           { generation, current: this.generation },
           'skipped a stale unassign: a newer assignment arrived meanwhile',
         );

@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { StallDetector } from '../../lib/internal/stall-detector';
+
+describe('StallDetector', () => {
+  const setup = (thresholdMs = 100) => {
+    let now = 1000;
+    const events: string[] = [];
+    const d = new StallDetector(
+      thresholdMs,
+      {
+        stalled: (h, ms) => events.push(`stalled ${h.partition}@${h.offset} ${ms}`),
+        completed: (h, ms) => events.push(`completed ${h.partition}@${h.offset} ${ms}`),
+      },
+      () => now,
+    );
+    return { d, events, advance: (ms: number) => (now += ms), now: () => now };
+  };
+
+  it('reports a handler once when it passes the threshold and again when it completes', () => {
+    const { d, events, advance, now } = setup();
+    const a = d.start('t', 0, 5, 1, now());
+    advance(99);
+    d.sweep();
+    assert.deepEqual(events, []);
+    advance(1);
+    d.sweep();
+    d.sweep();
+    assert.deepEqual(events, ['stalled 0@5 100']);
+    assert.equal(d.stalledCount, 1);
+    assert.deepEqual(
+      d.stalled().map((s) => [s.topic, s.partition, s.offset, s.elapsedMs]),
+      [['t', 0, 5, 100]],
+    );
+    advance(50);
+    d.end(a);
+    assert.deepEqual(events, ['stalled 0@5 100', 'completed 0@5 150']);
+    assert.equal(d.stalledCount, 0);
+    assert.equal(d.stallsTotal, 1);
+    d.dispose();
+  });
+
+  it('says nothing about handlers that end in time', () => {
+    const { d, events, advance, now } = setup();
+    const a = d.start('t', 0, 1, 1, now());
+    advance(50);
+    d.end(a);
+    advance(500);
+    d.sweep();
+    assert.deepEqual(events, []);
+    assert.deepEqual(d.stalled(), []);
+    d.dispose();
+  });
+
+  it('reports only the handlers past the threshold among many, oldest first', () => {
+    const { d, events, advance, now } = setup();
+    d.start('t', 0, 1, 1, now());
+    advance(60);
+    const b = d.start('t', 1, 1, 1, now());
+    advance(40);
+    d.start('t', 2, 1, 1, now());
+    d.sweep();
+    assert.deepEqual(events, ['stalled 0@1 100']);
+    advance(60);
+    d.sweep();
+    assert.deepEqual(events, ['stalled 0@1 100', 'stalled 1@1 100']);
+    d.end(b);
+    assert.equal(d.stalledCount, 1);
+    d.dispose();
+  });
+
+  it('tracks nothing when disabled (threshold 0)', () => {
+    const { d, events, advance, now } = setup(0);
+    assert.equal(d.start('t', 0, 1, 1, now()), -1);
+    advance(1_000_000);
+    d.sweep();
+    d.end(-1);
+    assert.deepEqual(events, []);
+    assert.equal(d.enabled, false);
+  });
+
+  it('ignores an unknown or repeated end', () => {
+    const { d, advance, now } = setup();
+    const a = d.start('t', 0, 1, 1, now());
+    advance(200);
+    d.sweep();
+    d.end(a);
+    d.end(a);
+    d.end(12345);
+    assert.equal(d.stalledCount, 0);
+    d.dispose();
+  });
+});
