@@ -13,6 +13,7 @@ export {
   AuthenticationError,
   DeserializationError,
   DeadLetterError,
+  FencedInstanceError,
   hasErrorCode,
 } from './errors';
 export type { KafkaCoordinates } from './errors';

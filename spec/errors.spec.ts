@@ -9,6 +9,7 @@ import {
   DeadLetterError,
   DeserializationError,
   ErrorCode,
+  FencedInstanceError,
   HandlerError,
   KafkaClientError,
   NativeFeatureMissingError,
@@ -37,6 +38,7 @@ describe('errors', () => {
       new DeadLetterError('m', { topic: 't', partition: 0, offset: 1 }, 'dlq', new Error('x')),
       ErrorCode.DeadLetter,
     ],
+    [new FencedInstanceError('m', 111, 'worker-1'), ErrorCode.FencedInstance],
   ];
   const expectedCodes: Record<string, string> = {
     ConfigError: 'ERR_RKC_CONFIG',
@@ -51,6 +53,7 @@ describe('errors', () => {
     AuthenticationError: 'ERR_RKC_AUTHENTICATION',
     DeserializationError: 'ERR_RKC_DESERIALIZATION',
     DeadLetterError: 'ERR_RKC_DEAD_LETTER',
+    FencedInstanceError: 'ERR_RKC_FENCED_INSTANCE',
   };
 
   it('keeps each class on its documented code string (the contract users match on)', () => {

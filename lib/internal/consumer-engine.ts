@@ -7,7 +7,7 @@
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
-import { AuthenticationError } from '../errors';
+import { AuthenticationError, FencedInstanceError } from '../errors';
 import type { KafkaClientError } from '../errors';
 import type {
   ConsumerEvent,
@@ -28,6 +28,7 @@ import {
   TERMINAL_CODES,
   defaultConsumerFactory,
   errorMessage,
+  fatalCauseFromText,
   kafkaCodeOf,
   toKafkaError,
   tpKey,
@@ -110,6 +111,9 @@ export class ConsumerEngine implements ProcessorHost {
   private startPromise: Promise<void> | undefined;
   private closePromise: Promise<void> | undefined;
   private failure: Error | undefined;
+  /** The error behind librdkafka's ERR__FATAL, from its FATAL log line. */
+  private fatalCause: number | undefined;
+  private fatalPending = false;
   private disconnecting = false;
   private readonly cadence: ConsumeCadence;
   private readonly changed = new Set<() => void>();
@@ -521,6 +525,11 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.state.kind === 'closing') {
       // Assigned while leaving: end the streams right away; the revoke that follows releases them.
       for (const c of controls) c.end();
+      // A static classic member stays subscribed while closing: no revoke follows, so release
+      // them now.
+      if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
+        this.onRevoke(partitions);
+      }
     }
     for (const c of controls) this.partitionStreams.next(c);
     this.notifyChanged();
@@ -552,10 +561,22 @@ export class ConsumerEngine implements ProcessorHost {
 
     const startedAt = Date.now();
     const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
+    // A static member closing keeps its assignment at the broker (no LeaveGroup under classic;
+    // under KIP-848 a leave with epoch -2): nobody else gets these partitions before its session
+    // times out.
+    const handedOver = !(this.state.kind === 'closing' && this.staticInstanceId !== undefined);
     this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
     this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
     for (const c of controls) c.end();
-    const task = this.revoke(partitions, controls, protocol, generation, startedAt, inFlight)
+    const task = this.revoke(
+      partitions,
+      controls,
+      protocol,
+      generation,
+      startedAt,
+      inFlight,
+      handedOver,
+    )
       .catch((err: unknown) => {
         this.logger.error({ err, generation }, 'revoke failed');
         this.failWith(err instanceof Error ? err : new Error(String(err)));
@@ -575,6 +596,7 @@ export class ConsumerEngine implements ProcessorHost {
     generation: number,
     startedAt: number,
     inFlight: number,
+    handedOver = true,
   ): Promise<void> {
     const total = this.settings.drainTimeoutMs;
     const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
@@ -673,8 +695,12 @@ export class ConsumerEngine implements ProcessorHost {
           partitions,
           durationMs: revokedAt - committedAt,
           totalMs: revokedAt - startedAt,
+          handedOver,
+          ...(handedOver ? {} : { groupInstanceId: this.staticInstanceId }),
         },
-        'revoked',
+        handedOver
+          ? 'revoked'
+          : 'revoked locally, not handed over: the group keeps these partitions for this group.instance.id until its session times out (a restart within it resumes them without a rebalance)',
       );
       this.emit({
         type: 'revoked',
@@ -683,6 +709,7 @@ export class ConsumerEngine implements ProcessorHost {
         partitions,
         durationMs: revokedAt - committedAt,
         totalMs: revokedAt - startedAt,
+        handedOver,
         at: revokedAt,
       });
     }
@@ -889,7 +916,7 @@ export class ConsumerEngine implements ProcessorHost {
       this.onAuthenticationFailure(err);
     } else if (TERMINAL_CODES.has(code) || err.fatal) {
       this.logger.error({ err, code }, 'fatal consumer error');
-      this.failWith(err);
+      this.failFatal(err);
     } else if (code === Code.AUTO_OFFSET_RESET) {
       // Only raised with auto.offset.reset=error: librdkafka stops fetching the partition.
       this.logger.error(
@@ -926,11 +953,51 @@ export class ConsumerEngine implements ProcessorHost {
     }
     if (err.fatal || TERMINAL_CODES.has(code)) {
       this.logger.error({ err, code }, 'fatal client error');
-      this.failWith(err);
+      this.failFatal(err);
       return;
     }
     // Transport errors, all brokers down, …: librdkafka reconnects by itself.
     this.onTransientError(err, 'client error (librdkafka retries)');
+  }
+
+  /**
+   * Ends the engine on a fatal error. librdkafka reports every fatal error as ERR__FATAL and names
+   * the error behind it only in its FATAL log line, which arrives just after on another path: wait
+   * for it (at most a second) so the consumer ends with the telling error.
+   */
+  private failFatal(err: KafkaClientError): void {
+    if (this.failure || this.fatalPending) return;
+    this.fatalPending = true;
+    void this.waitUntil(
+      () => err.kafkaCode !== Code.FATAL || this.fatalCause !== undefined,
+      Date.now() + 1000,
+    ).then(() => this.failWith(this.fatalError(err)));
+  }
+
+  /** A contested `group.instance.id` becomes a {@link FencedInstanceError}. */
+  private fatalError(err: KafkaClientError): Error {
+    const code = err.kafkaCode === Code.FATAL ? this.fatalCause : err.kafkaCode;
+    if (code !== Code.FENCED_INSTANCE_ID && code !== Code.UNRELEASED_INSTANCE_ID) return err;
+    const id = this.staticInstanceId ?? '';
+    const failure = new FencedInstanceError(
+      code === Code.UNRELEASED_INSTANCE_ID
+        ? `group.instance.id "${id}" is still used by another member of group "${this.settings.groupId}" (UNRELEASED_INSTANCE_ID): this consumer was refused; give every static member its own group.instance.id`
+        : `Another consumer joined group "${this.settings.groupId}" with group.instance.id "${id}" and fenced this one (FENCED_INSTANCE_ID); give every static member its own group.instance.id`,
+      code,
+      id,
+      { cause: err },
+    );
+    this.logger.error(
+      { err: failure, groupInstanceId: id },
+      'static member fenced: closing the consumer',
+    );
+    return failure;
+  }
+
+  /** `group.instance.id` when this consumer is a static member. */
+  private get staticInstanceId(): string | undefined {
+    const id = (this.settings.globalConfig as Record<string, unknown>)['group.instance.id'];
+    return typeof id === 'string' && id !== '' ? id : undefined;
   }
 
   /**
@@ -1080,6 +1147,10 @@ export class ConsumerEngine implements ProcessorHost {
 
   private onClientLog(log: { severity: number; fac: string; message: string }): void {
     const entry = { fac: log.fac, severity: log.severity };
+    if (log.fac === 'FATAL' && this.fatalCause === undefined) {
+      this.fatalCause = fatalCauseFromText(log.message);
+      this.notifyChanged();
+    }
     if (LOST_LOG_FACILITIES.has(log.fac)) {
       // consume(n) drops errors such as MAX_POLL_EXCEEDED when its batch also held messages;
       // librdkafka's log line about it still arrives.
@@ -1136,12 +1207,25 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.state = { kind: 'closing' };
     this.logger.info({ partitions: this.owned.size }, 'closing');
+    const active = [...this.owned.values()].filter((c) => c.active);
     // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
     for (const c of this.owned.values()) c.end();
-    try {
-      this.client.raw.unsubscribe();
-    } catch (err) {
-      this.logger.warn({ err }, 'unsubscribe failed');
+    if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
+      // librdkafka sends a LeaveGroup on unsubscribe() even for a static member (it skips it only
+      // inside its own close), and the group would rebalance. Revoke locally instead, through
+      // the same protocol (drain → commit → unassign); disconnect() then ends the session without
+      // leaving, and the broker keeps the assignment for a restart within session.timeout.ms.
+      this.logger.info(
+        { groupInstanceId: this.staticInstanceId, partitions: list(active) },
+        'static member closing: releasing the partitions locally without leaving the group',
+      );
+      if (active.length > 0) this.onRevoke(list(active));
+    } else {
+      try {
+        this.client.raw.unsubscribe();
+      } catch (err) {
+        this.logger.warn({ err }, 'unsubscribe failed');
+      }
     }
     {
       // Keep polling until librdkafka has nothing assigned and no rebalance is being handled
