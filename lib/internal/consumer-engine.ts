@@ -226,6 +226,7 @@ export class ConsumerEngine implements ProcessorHost {
       this.lastPollAt = Date.now();
       this.cadence.record(batch.length);
       if (batch.length > 0) this.dispatch(batch);
+      this.notePositions();
       this.maybeCommit();
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
@@ -273,6 +274,28 @@ export class ConsumerEngine implements ProcessorHost {
       ) {
         this.setPaused(control, true);
       }
+    }
+  }
+
+  /**
+   * Tells each active partition's ledger librdkafka's position, which moves past offsets that are
+   * never delivered: transaction markers, and aborted records under read_committed. Only here,
+   * between two consume calls, does the position count exactly the messages dispatched (a
+   * consume in flight moves it for messages JS has not seen yet).
+   */
+  private notePositions(): void {
+    if (this.owned.size === 0 || this.disconnecting) return;
+    const active = [...this.owned.values()].filter((c) => c.active);
+    if (active.length === 0) return;
+    let positions: { topic: string; partition: number; offset?: number }[];
+    try {
+      positions = this.client.raw.position(list(active));
+    } catch {
+      return;
+    }
+    for (const p of positions) {
+      if (typeof p.offset !== 'number' || p.offset < 0) continue;
+      this.owned.get(tpKey(p.topic, p.partition))?.ledger.advanceTo(p.offset);
     }
   }
 
