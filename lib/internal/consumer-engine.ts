@@ -817,11 +817,27 @@ export class ConsumerEngine implements ProcessorHost {
           await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
           continue;
         }
+        const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
+        if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
+          // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
+          // commit topic by topic so the live ones are confirmed.
+          for (const topic of topics) {
+            const own = toCommit.filter(({ control }) => control.topic === topic);
+            const split = await this.commitFinal(
+              own.map(({ control }) => control),
+              deadline,
+            );
+            own.forEach(({ control }, i) => results.set(control, split[i]!));
+          }
+          break;
+        }
         this.logger.warn(
           { err, offsets, code },
           code === Code.REBALANCE_IN_PROGRESS
             ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
-            : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+            : code === Code.UNKNOWN_TOPIC_OR_PART
+              ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
+              : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
         );
         for (const { control, offset } of toCommit) {
           results.set(control, {
