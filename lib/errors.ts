@@ -20,6 +20,7 @@ export const ErrorCode = {
   DeadLetter: 'ERR_RKC_DEAD_LETTER',
   StartPosition: 'ERR_RKC_START_POSITION',
   NotAssigned: 'ERR_RKC_NOT_ASSIGNED',
+  FencedInstance: 'ERR_RKC_FENCED_INSTANCE',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -180,6 +181,26 @@ export class AuthenticationError extends ReactiveKafkaError {
   constructor(
     message: string,
     readonly kafkaCode: number,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * Another consumer of the group uses this consumer's `group.instance.id` (static membership), and
+ * the broker refused this one for good: under KIP-848 a newcomer whose instance id is still held
+ * gets UNRELEASED_INSTANCE_ID; under the classic protocol the older member is fenced with
+ * FENCED_INSTANCE_ID when the newcomer joins. Fatal: librdkafka stops the client. Give every
+ * static member its own `group.instance.id`. `kafkaCode` is the broker's code.
+ */
+export class FencedInstanceError extends ReactiveKafkaError {
+  readonly code = ErrorCode.FencedInstance;
+  constructor(
+    message: string,
+    readonly kafkaCode: number,
+    /** The contested `group.instance.id`. */
+    readonly groupInstanceId: string,
     options: BaseOptions = {},
   ) {
     super(message, options);

@@ -15,6 +15,7 @@ export {
   DeadLetterError,
   StartPositionError,
   NotAssignedError,
+  FencedInstanceError,
   hasErrorCode,
 } from './errors';
 export type { KafkaCoordinates } from './errors';

@@ -81,6 +81,13 @@ export type RebalanceEvent =
       readonly durationMs: number;
       /** revoking → revoked, in ms. */
       readonly totalMs: number;
+      /**
+       * False when the group does not hand the partitions to another member: a static member
+       * (`group.instance.id`) that closes releases them locally, but the broker keeps them
+       * assigned to its instance id until its session times out (nobody consumes them meanwhile),
+       * so a restart within that time resumes them without a rebalance.
+       */
+      readonly handedOver: boolean;
     })
   | (RebalanceEventBase & { readonly type: 'lost'; readonly reason: string });
 

@@ -9,6 +9,7 @@ import {
   DeadLetterError,
   DeserializationError,
   ErrorCode,
+  FencedInstanceError,
   HandlerError,
   KafkaClientError,
   NotAssignedError,
@@ -41,6 +42,7 @@ describe('errors', () => {
     ],
     [new StartPositionError('m', { topic: 't', partition: 0 }), ErrorCode.StartPosition],
     [new NotAssignedError('m', { topic: 't', partition: 0 }), ErrorCode.NotAssigned],
+    [new FencedInstanceError('m', 111, 'worker-1'), ErrorCode.FencedInstance],
   ];
   const expectedCodes: Record<string, string> = {
     ConfigError: 'ERR_RKC_CONFIG',
@@ -57,6 +59,7 @@ describe('errors', () => {
     DeadLetterError: 'ERR_RKC_DEAD_LETTER',
     StartPositionError: 'ERR_RKC_START_POSITION',
     NotAssignedError: 'ERR_RKC_NOT_ASSIGNED',
+    FencedInstanceError: 'ERR_RKC_FENCED_INSTANCE',
   };
 
   it('keeps each class on its documented code string (the contract users match on)', () => {

@@ -7,7 +7,12 @@
 import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
-import { AuthenticationError, NotAssignedError, StartPositionError } from '../errors';
+import {
+  AuthenticationError,
+  FencedInstanceError,
+  NotAssignedError,
+  StartPositionError,
+} from '../errors';
 import type { KafkaClientError } from '../errors';
 import type {
   ConsumerEvent,
@@ -31,6 +36,7 @@ import {
   TERMINAL_CODES,
   defaultConsumerFactory,
   errorMessage,
+  fatalCauseFromText,
   kafkaCodeOf,
   toKafkaError,
   tpKey,
@@ -122,6 +128,9 @@ export class ConsumerEngine implements ProcessorHost {
   private startPromise: Promise<void> | undefined;
   private closePromise: Promise<void> | undefined;
   private failure: Error | undefined;
+  /** The error behind librdkafka's ERR__FATAL, from its FATAL log line. */
+  private fatalCause: number | undefined;
+  private fatalPending = false;
   private disconnecting = false;
   private readonly cadence: ConsumeCadence;
   private readonly changed = new Set<() => void>();
@@ -260,6 +269,7 @@ export class ConsumerEngine implements ProcessorHost {
         this.lastProgressAt = this.lastPollAt;
         this.dispatch(batch, seq);
       }
+      this.notePositions(seq);
       this.maybeCommit();
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
@@ -285,9 +295,17 @@ export class ConsumerEngine implements ProcessorHost {
         );
         continue;
       }
-      if (seq < control.acceptFromSeq) {
-        // Fetched before a seek of this partition (in a consume call already under way).
-        continue;
+      const f = control.seekFilter;
+      if (f !== undefined && !f.legit) {
+        // After a seek, a consume call already under way may still return records fetched from
+        // the old position: after a forward seek they lie below the new start, after a backward
+        // one above the last offset delivered before it. The first record from the new position
+        // ends the filter (records after it arrive in order).
+        const fromNewPosition =
+          seq >= f.untilSeq ||
+          (m.offset >= f.start && (f.start > f.oldLast || m.offset <= f.oldLast));
+        if (!fromNewPosition) continue;
+        f.legit = true;
       }
       if (m.offset <= control.ledger.lastDeliveredOffset) {
         // librdkafka went back within one assignment (offset reset after out-of-range, log
@@ -307,6 +325,34 @@ export class ConsumerEngine implements ProcessorHost {
       ) {
         this.setPaused(control, true);
       }
+    }
+  }
+
+  /**
+   * Tells each active partition's ledger librdkafka's position, which moves past offsets that are
+   * never delivered: transaction markers, and aborted records under read_committed. Only here,
+   * between two consume calls, does the position count exactly the messages dispatched (a
+   * consume in flight moves it for messages JS has not seen yet).
+   */
+  private notePositions(seq: number): void {
+    if (this.owned.size === 0 || this.disconnecting) return;
+    // A stream a seek created trusts the client's position only once that position is the new
+    // one (the old, higher one could otherwise be taken as "nothing left to deliver").
+    const active = [...this.owned.values()].filter(
+      (c) =>
+        c.active &&
+        (c.seekFilter === undefined || c.seekFilter.legit || seq >= c.seekFilter.untilSeq),
+    );
+    if (active.length === 0) return;
+    let positions: { topic: string; partition: number; offset?: number }[];
+    try {
+      positions = this.client.raw.position(list(active));
+    } catch {
+      return;
+    }
+    for (const p of positions) {
+      if (typeof p.offset !== 'number' || p.offset < 0) continue;
+      this.owned.get(tpKey(p.topic, p.partition))?.ledger.advanceTo(p.offset);
     }
   }
 
@@ -655,6 +701,11 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.state.kind === 'closing') {
       // Assigned while leaving: end the streams right away; the revoke that follows releases them.
       for (const c of controls) c.end();
+      // A static classic member stays subscribed while closing: no revoke follows, so release
+      // them now.
+      if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
+        this.onRevoke(partitions);
+      }
     }
     for (const c of controls) this.partitionStreams.next(c);
     this.notifyChanged();
@@ -686,10 +737,22 @@ export class ConsumerEngine implements ProcessorHost {
 
     const startedAt = Date.now();
     const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
+    // A static member closing keeps its assignment at the broker (no LeaveGroup under classic;
+    // under KIP-848 a leave with epoch -2): nobody else gets these partitions before its session
+    // times out.
+    const handedOver = !(this.state.kind === 'closing' && this.staticInstanceId !== undefined);
     this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
     this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
     for (const c of controls) c.end();
-    const task = this.revoke(partitions, controls, protocol, generation, startedAt, inFlight)
+    const task = this.revoke(
+      partitions,
+      controls,
+      protocol,
+      generation,
+      startedAt,
+      inFlight,
+      handedOver,
+    )
       .catch((err: unknown) => {
         this.logger.error({ err, generation }, 'revoke failed');
         this.failWith(err instanceof Error ? err : new Error(String(err)));
@@ -709,6 +772,7 @@ export class ConsumerEngine implements ProcessorHost {
     generation: number,
     startedAt: number,
     inFlight: number,
+    handedOver = true,
   ): Promise<void> {
     const total = this.settings.drainTimeoutMs;
     const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
@@ -810,8 +874,12 @@ export class ConsumerEngine implements ProcessorHost {
           partitions,
           durationMs: revokedAt - committedAt,
           totalMs: revokedAt - startedAt,
+          handedOver,
+          ...(handedOver ? {} : { groupInstanceId: this.staticInstanceId }),
         },
-        'revoked',
+        handedOver
+          ? 'revoked'
+          : 'revoked locally, not handed over: the group keeps these partitions for this group.instance.id until its session times out (a restart within it resumes them without a rebalance)',
       );
       this.emit({
         type: 'revoked',
@@ -820,6 +888,7 @@ export class ConsumerEngine implements ProcessorHost {
         partitions,
         durationMs: revokedAt - committedAt,
         totalMs: revokedAt - startedAt,
+        handedOver,
         at: revokedAt,
       });
     }
@@ -909,11 +978,27 @@ export class ConsumerEngine implements ProcessorHost {
           await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
           continue;
         }
+        const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
+        if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
+          // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
+          // commit topic by topic so the live ones are confirmed.
+          for (const topic of topics) {
+            const own = toCommit.filter(({ control }) => control.topic === topic);
+            const split = await this.commitFinal(
+              own.map(({ control }) => control),
+              deadline,
+            );
+            own.forEach(({ control }, i) => results.set(control, split[i]!));
+          }
+          break;
+        }
         this.logger.warn(
           { err, offsets, code },
           code === Code.REBALANCE_IN_PROGRESS
             ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
-            : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+            : code === Code.UNKNOWN_TOPIC_OR_PART
+              ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
+              : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
         );
         for (const { control, offset } of toCommit) {
           results.set(control, {
@@ -1034,7 +1119,13 @@ export class ConsumerEngine implements ProcessorHost {
     old.fence(`seek to ${offset}`);
     const control = new PartitionControl(tp.topic, tp.partition, old.generation, key, this.onAck);
     control.ledger.setStart(offset);
-    control.acceptFromSeq = this.consumeSeq + 1;
+    const filter = {
+      start: offset,
+      oldLast: old.ledger.lastDeliveredOffset,
+      untilSeq: Number.POSITIVE_INFINITY,
+      legit: false,
+    };
+    control.seekFilter = filter;
     this.owned.set(key, control);
     this.lastControl = undefined;
     this.lastPartition = -1;
@@ -1054,6 +1145,8 @@ export class ConsumerEngine implements ProcessorHost {
       { topic: tp.topic, partition: tp.partition, offset },
       this.settings.commitTimeoutMs,
     );
+    // Consume calls that begin from now on only return records of the new position.
+    filter.untilSeq = this.consumeSeq + 1;
     this.notifyChanged();
     return offset;
   }
@@ -1125,7 +1218,7 @@ export class ConsumerEngine implements ProcessorHost {
       this.onAuthenticationFailure(err);
     } else if (TERMINAL_CODES.has(code) || err.fatal) {
       this.logger.error({ err, code }, 'fatal consumer error');
-      this.failWith(err);
+      this.failFatal(err);
     } else if (code === Code.AUTO_OFFSET_RESET) {
       // Only raised with auto.offset.reset=error: librdkafka stops fetching the partition.
       this.logger.error(
@@ -1162,11 +1255,51 @@ export class ConsumerEngine implements ProcessorHost {
     }
     if (err.fatal || TERMINAL_CODES.has(code)) {
       this.logger.error({ err, code }, 'fatal client error');
-      this.failWith(err);
+      this.failFatal(err);
       return;
     }
     // Transport errors, all brokers down, …: librdkafka reconnects by itself.
     this.onTransientError(err, 'client error (librdkafka retries)');
+  }
+
+  /**
+   * Ends the engine on a fatal error. librdkafka reports every fatal error as ERR__FATAL and names
+   * the error behind it only in its FATAL log line, which arrives just after on another path: wait
+   * for it (at most a second) so the consumer ends with the telling error.
+   */
+  private failFatal(err: KafkaClientError): void {
+    if (this.failure || this.fatalPending) return;
+    this.fatalPending = true;
+    void this.waitUntil(
+      () => err.kafkaCode !== Code.FATAL || this.fatalCause !== undefined,
+      Date.now() + 1000,
+    ).then(() => this.failWith(this.fatalError(err)));
+  }
+
+  /** A contested `group.instance.id` becomes a {@link FencedInstanceError}. */
+  private fatalError(err: KafkaClientError): Error {
+    const code = err.kafkaCode === Code.FATAL ? this.fatalCause : err.kafkaCode;
+    if (code !== Code.FENCED_INSTANCE_ID && code !== Code.UNRELEASED_INSTANCE_ID) return err;
+    const id = this.staticInstanceId ?? '';
+    const failure = new FencedInstanceError(
+      code === Code.UNRELEASED_INSTANCE_ID
+        ? `group.instance.id "${id}" is still used by another member of group "${this.settings.groupId}" (UNRELEASED_INSTANCE_ID): this consumer was refused; give every static member its own group.instance.id`
+        : `Another consumer joined group "${this.settings.groupId}" with group.instance.id "${id}" and fenced this one (FENCED_INSTANCE_ID); give every static member its own group.instance.id`,
+      code,
+      id,
+      { cause: err },
+    );
+    this.logger.error(
+      { err: failure, groupInstanceId: id },
+      'static member fenced: closing the consumer',
+    );
+    return failure;
+  }
+
+  /** `group.instance.id` when this consumer is a static member. */
+  private get staticInstanceId(): string | undefined {
+    const id = (this.settings.globalConfig as Record<string, unknown>)['group.instance.id'];
+    return typeof id === 'string' && id !== '' ? id : undefined;
   }
 
   /**
@@ -1331,6 +1464,10 @@ export class ConsumerEngine implements ProcessorHost {
 
   private onClientLog(log: { severity: number; fac: string; message: string }): void {
     const entry = { fac: log.fac, severity: log.severity };
+    if (log.fac === 'FATAL' && this.fatalCause === undefined) {
+      this.fatalCause = fatalCauseFromText(log.message);
+      this.notifyChanged();
+    }
     if (LOST_LOG_FACILITIES.has(log.fac)) {
       // consume(n) drops errors such as MAX_POLL_EXCEEDED when its batch also held messages;
       // librdkafka's log line about it still arrives.
@@ -1384,12 +1521,25 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.state = { kind: 'closing' };
     this.logger.info({ partitions: this.owned.size }, 'closing');
+    const active = [...this.owned.values()].filter((c) => c.active);
     // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
     for (const c of this.owned.values()) c.end();
-    try {
-      this.client.raw.unsubscribe();
-    } catch (err) {
-      this.logger.warn({ err }, 'unsubscribe failed');
+    if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
+      // librdkafka sends a LeaveGroup on unsubscribe() even for a static member (it skips it only
+      // inside its own close), and the group would rebalance. Revoke locally instead, through
+      // the same protocol (drain → commit → unassign); disconnect() then ends the session without
+      // leaving, and the broker keeps the assignment for a restart within session.timeout.ms.
+      this.logger.info(
+        { groupInstanceId: this.staticInstanceId, partitions: list(active) },
+        'static member closing: releasing the partitions locally without leaving the group',
+      );
+      if (active.length > 0) this.onRevoke(list(active));
+    } else {
+      try {
+        this.client.raw.unsubscribe();
+      } catch (err) {
+        this.logger.warn({ err }, 'unsubscribe failed');
+      }
     }
     {
       // Keep polling until librdkafka has nothing assigned and no rebalance is being handled

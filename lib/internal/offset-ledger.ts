@@ -5,6 +5,8 @@
  * "Contiguous" is over the offsets actually delivered: compacted topics and transaction markers
  * leave gaps, so the committable offset after finishing offset 7 when the next delivered offset is
  * 10 is 10, not 8. The committable offset never passes a delivered offset that is not finished.
+ * Past the last delivered offset, only the client's position (see `advanceTo`) can tell that the
+ * offsets up to it hold nothing to deliver (a trailing transaction marker, an aborted transaction).
  *
  * Cost: `deliver` and `complete` are O(1) amortised (completion of the oldest offset advances a
  * head index; the arrays are compacted when the head passes half their length).
@@ -18,6 +20,8 @@ export class OffsetLedger {
   private base = 0;
   private lastDelivered = -1;
   private finishedThrough: number | undefined;
+  /** The client's position past the last delivered offset, if it reported one. */
+  private position: number | undefined;
 
   /**
    * @param start The partition's position when the assignment began (the next offset to read),
@@ -60,8 +64,24 @@ export class OffsetLedger {
       // The first unfinished delivered offset: everything below it is finished or never delivered.
       return this.offsets[this.head];
     }
-    if (this.finishedThrough !== undefined) return this.finishedThrough + 1;
-    return this.start;
+    const next = this.finishedThrough === undefined ? this.start : this.finishedThrough + 1;
+    if (this.position !== undefined && (next === undefined || this.position > next)) {
+      return this.position;
+    }
+    return next;
+  }
+
+  /**
+   * Records the client's position: the next offset it will hand over. Offsets below it that were
+   * not delivered never will be in this assignment (transaction markers; aborted records under
+   * `read_committed`), so once every delivered offset is finished the position itself is
+   * committable: the committed offset reaches the end of a transactional partition. Only call it
+   * when every message the client handed over up to `position` was delivered here. A position at
+   * or below the last delivered offset, or below an earlier one, changes nothing.
+   */
+  advanceTo(position: number): void {
+    if (position <= this.lastDelivered) return;
+    if (this.position === undefined || position > this.position) this.position = position;
   }
 
   /** True when every delivered offset is finished. */

@@ -201,6 +201,26 @@ function codeFromText(e: { message?: string; stack?: string }): number | undefin
   return typeof e.message === 'string' ? codeByDescription(e.message) : undefined;
 }
 
+/**
+ * librdkafka reports every fatal error as ERR__FATAL ("Local: Fatal error") and names the error
+ * behind it only in its FATAL log line and fatal-error text: `Fatal error: Broker: The instance ID
+ * is still used by another member in the consumer group: ConsumerGroupHeartbeat fatal error: …`.
+ * Recover that code (here UNRELEASED_INSTANCE_ID) from the text, or undefined.
+ */
+export function fatalCauseFromText(text: string): number | undefined {
+  const marker = 'Fatal error: ';
+  const at = text.indexOf(marker);
+  if (at < 0) return undefined;
+  const rest = text.slice(at + marker.length);
+  // Descriptions contain ": " themselves ("Broker: …"): try each prefix ending before one.
+  for (let i = rest.indexOf(': '); i >= 0; i = rest.indexOf(': ', i + 1)) {
+    const code = codeByDescription(rest.slice(0, i));
+    if (code !== undefined && code !== Code.FATAL) return code;
+  }
+  const whole = codeByDescription(rest);
+  return whole === Code.FATAL ? undefined : whole;
+}
+
 /** The numeric librdkafka code of an error of any shape, or undefined. */
 export function kafkaCodeOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;

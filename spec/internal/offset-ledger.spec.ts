@@ -81,6 +81,79 @@ describe('OffsetLedger', () => {
     assert.equal(l.unfinished, 0);
   });
 
+  describe('advanceTo (the client position past offsets never delivered)', () => {
+    it('commits up to a trailing transaction marker once everything delivered is finished', () => {
+      // A committed transaction at 0..2, its commit marker at 3: the client's position is 4.
+      const l = new OffsetLedger();
+      [0, 1, 2].forEach((o) => l.deliver(o));
+      l.advanceTo(4);
+      assert.equal(l.committable(), 0, 'never past an unfinished offset');
+      l.complete(0);
+      l.complete(2);
+      assert.equal(l.committable(), 1);
+      l.complete(1);
+      assert.equal(l.committable(), 4, 'the marker is committed too');
+    });
+
+    it('skips an aborted transaction read under read_committed (nothing delivered from it)', () => {
+      const l = new OffsetLedger(0);
+      l.advanceTo(13);
+      assert.equal(l.committable(), 13);
+    });
+
+    it('keeps the first unfinished offset when more is delivered after the position', () => {
+      const l = new OffsetLedger();
+      l.deliver(5);
+      l.complete(5);
+      l.advanceTo(8); // 6 and 7: a marker and an aborted record
+      l.deliver(8);
+      assert.equal(l.committable(), 8);
+      l.complete(8);
+      assert.equal(l.committable(), 9);
+    });
+
+    it('ignores positions at or below the last delivered offset, and positions going back', () => {
+      const l = new OffsetLedger();
+      [1, 2].forEach((o) => l.deliver(o));
+      l.complete(1);
+      l.complete(2);
+      l.advanceTo(2);
+      assert.equal(l.committable(), 3);
+      l.advanceTo(10);
+      l.advanceTo(6);
+      assert.equal(l.committable(), 10);
+    });
+
+    it('property: never passes an unfinished delivered offset', () => {
+      fc.assert(
+        fc.property(
+          fc.array(fc.tuple(fc.integer({ min: 1, max: 4 }), fc.boolean(), fc.boolean()), {
+            minLength: 1,
+            maxLength: 200,
+          }),
+          (steps) => {
+            // Each step: skip `gap - 1` offsets (markers, aborted records), deliver one, maybe
+            // finish the oldest unfinished, maybe report the position (one past the delivery).
+            const l = new OffsetLedger(0);
+            const unfinished: number[] = [];
+            let offset = -1;
+            for (const [gap, finish, report] of steps) {
+              offset += gap;
+              l.deliver(offset);
+              unfinished.push(offset);
+              if (finish) l.complete(unfinished.shift()!);
+              if (report) l.advanceTo(offset + 1 + (gap % 2));
+              const c = l.committable()!;
+              if (unfinished.length > 0) assert.equal(c, unfinished[0]);
+              else assert.ok(c > offset);
+            }
+          },
+        ),
+        { seed: Number(process.env.FC_SEED ?? 20261130), numRuns: 200 },
+      );
+    });
+  });
+
   it('property: the committable offset is exactly the first unfinished delivered offset', () => {
     fc.assert(
       fc.property(
