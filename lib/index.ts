@@ -23,7 +23,7 @@ export { resolveSettings, DEFAULTS, DEFAULT_PREFETCH, DEFAULT_DRAIN_FRACTION } f
 export type { ReactiveConsumerOptions, ConsumerSettings } from './config';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './internal/rdkafka';
 export { ReactiveConsumer } from './reactive-consumer';
-export { PROCESS_DEFAULTS, resolveProcessOptions } from './process-options';
+export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
 export type { ResolvedProcessOptions, ResolvedRetry } from './process-options';
 export { deserializers } from './deserializers';
 export { DEAD_LETTER_HEADERS } from './internal/dead-letter';
@@ -49,6 +49,10 @@ export type {
   ConsumerEventType,
   StartPosition,
   AssignedPartition,
+  MessageBatch,
+  BatchHandler,
+  BatchProcessOptions,
+  ProcessedBatch,
   HandlerResult,
   MessageHandler,
   ProcessOptions,

@@ -19,6 +19,9 @@ export const PROCESS_DEFAULTS = {
   deadLetterMessageTimeoutMs: 30_000,
 } as const;
 
+/** Defaults of `processBatch()`'s batching. */
+export const BATCH_DEFAULTS = { maxSize: 100, maxWaitMs: 100 } as const;
+
 /** {@link RetryOptions} with every default applied. */
 export type ResolvedRetry = Required<RetryOptions>;
 

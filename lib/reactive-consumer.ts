@@ -7,8 +7,10 @@ import { ConsumerEngine } from './internal/consumer-engine';
 import { DeadLetterWriter } from './internal/dead-letter';
 import type { ProducerFactory } from './internal/dead-letter';
 import { FairLimiter } from './internal/fair-limiter';
-import { MessageProcessor } from './internal/processor';
-import { resolveProcessOptions } from './process-options';
+import { MessageProcessor, singleMode } from './internal/processor';
+import type { ProcessingMode } from './internal/processor';
+import { BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
+import type { ResolvedProcessOptions } from './process-options';
 import { ConsumerObservability, attachObservability } from './internal/observability';
 import type { ConsumerHealth, HealthOptions } from './health';
 import type { ConsumerMetrics } from './metrics';
@@ -24,6 +26,12 @@ import type {
   RebalanceEvent,
   StartPosition,
   TopicPartition,
+  BatchHandler,
+  BatchProcessOptions,
+  HandlerResult,
+  KafkaMessage,
+  MessageBatch,
+  ProcessedBatch,
 } from './types';
 
 /** @internal Test seams; not part of the public API. */
@@ -147,10 +155,87 @@ export class ReactiveConsumer {
     if (typeof handler !== 'function') {
       throw new ConfigError('Expected `handler` to be a function', 'handler');
     }
-    const resolved = resolveProcessOptions(
-      options as ProcessOptions<unknown, unknown>,
-      this.settings,
+    return this.pipeline(
+      singleMode(this.observability.instrument(handler)),
+      resolveProcessOptions(options as ProcessOptions<unknown, unknown>, this.settings),
     );
+  }
+
+  /**
+   * Like {@link process}, with a handler that receives each partition's messages in batches: at
+   * most `maxSize` messages (default 100), gathered for at most `maxWaitMs` (default 100 ms) after
+   * the first one. Batches of one partition are in offset order and, with `partitionConcurrency: 1`
+   * (default), run one at a time. A batch counts as processed — every message in it — when the
+   * handler succeeds; a failure retries the whole batch, then the failure policy applies to all of
+   * its messages (`stop` names the batch's first offset). A revoke drains the batch in flight;
+   * messages still being gathered, or batches not started, are left to the next owner.
+   * A message whose key or value cannot be decoded is taken out of its batch and handled alone.
+   */
+  processBatch<V = Buffer | null, R = unknown, K = Buffer | null>(
+    handler: BatchHandler<R, K, V>,
+    options: BatchProcessOptions<K, V> = {},
+  ): Observable<ProcessedBatch<R>> {
+    if (typeof handler !== 'function') {
+      throw new ConfigError('Expected `handler` to be a function', 'handler');
+    }
+    const {
+      maxSize = BATCH_DEFAULTS.maxSize,
+      maxWaitMs = BATCH_DEFAULTS.maxWaitMs,
+      ...rest
+    } = options;
+    if (!Number.isInteger(maxSize) || maxSize < 1) {
+      throw new ConfigError(
+        `Expected \`maxSize\` to be an integer ≥ 1, got ${String(maxSize)}`,
+        'maxSize',
+      );
+    }
+    if (!Number.isInteger(maxWaitMs) || maxWaitMs < 0) {
+      throw new ConfigError(
+        `Expected \`maxWaitMs\` to be an integer ≥ 0, got ${String(maxWaitMs)}`,
+        'maxWaitMs',
+      );
+    }
+    const instrumented = this.observability.instrument(
+      (batch: MessageBatch<K, V>) => handler(batch) as HandlerResult<R>,
+    );
+    return this.pipeline<R, K, V, ProcessedBatch<R>>(
+      {
+        batch: { maxSize, maxWaitMs },
+        call: (messages, raw) => {
+          const first = raw[0] as KafkaMessage;
+          const last = raw[raw.length - 1] as KafkaMessage;
+          return instrumented({
+            topic: first.topic,
+            partition: first.partition,
+            generation: first.generation,
+            offset: first.offset,
+            lastOffset: last.offset,
+            messages,
+            signal: first.signal,
+          });
+        },
+        output: (messages, status, attempts, result, error) => {
+          const first = messages[0] as KafkaMessage;
+          const out = {
+            topic: first.topic,
+            partition: first.partition,
+            generation: first.generation,
+            offsets: messages.map((m) => m.offset),
+            status,
+            attempts,
+            result,
+          };
+          return error === undefined ? out : { ...out, error };
+        },
+      },
+      resolveProcessOptions(rest as ProcessOptions<unknown, unknown>, this.settings),
+    );
+  }
+
+  private pipeline<R, K, V, O>(
+    mode: ProcessingMode<R, K, V, O>,
+    resolved: ResolvedProcessOptions,
+  ): Observable<O> {
     const deadLetter =
       resolved.deadLetter === undefined
         ? undefined
@@ -162,11 +247,10 @@ export class ReactiveConsumer {
             this.logger.child({ component: 'dead-letter' }),
             this.internals.producerFactory,
           );
-    handler = this.observability.instrument(handler);
-    return new Observable<Processed<R>>((subscriber) => {
+    return new Observable<O>((subscriber) => {
       const limiter = new FairLimiter(resolved.concurrency);
-      const processor = new MessageProcessor<R, K, V>(
-        handler,
+      const processor = new MessageProcessor<R, K, V, O>(
+        mode,
         resolved,
         this.engine,
         this.logger,

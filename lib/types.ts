@@ -331,3 +331,45 @@ export interface AssignedPartition extends TopicPartition {
   /** The assignment generation. */
   readonly generation: number;
 }
+
+/** One batch of one partition's messages, in offset order, for `processBatch()`. */
+export interface MessageBatch<K = Buffer | null, V = Buffer | null> extends TopicPartition {
+  readonly generation: number;
+  /** The first message's offset. */
+  readonly offset: number;
+  /** The last message's offset. */
+  readonly lastOffset: number;
+  readonly messages: readonly DecodedMessage<K, V>[];
+  /** Aborted when the partition is lost or its drain deadline passes. */
+  readonly signal: AbortSignal;
+}
+
+/** A batch handler for `processBatch()`: the whole batch is processed when it succeeds. */
+export type BatchHandler<R = unknown, K = Buffer | null, V = Buffer | null> = (
+  batch: MessageBatch<K, V>,
+) => HandlerResult<R>;
+
+/** Options of `processBatch()`: those of `process()` plus the batch bounds. */
+export interface BatchProcessOptions<K = Buffer | null, V = Buffer | null> extends ProcessOptions<
+  K,
+  V
+> {
+  /** Most messages per batch. @default 100 */
+  maxSize?: number;
+  /** Longest wait for a batch to fill after its first message, in ms. @default 100 */
+  maxWaitMs?: number;
+}
+
+/** What `processBatch()` emits for each finished batch. */
+export interface ProcessedBatch<R = unknown> extends TopicPartition {
+  readonly generation: number;
+  /** The offsets of the batch's messages, in order. */
+  readonly offsets: readonly number[];
+  readonly status: ProcessedStatus;
+  /** Handler calls made for this batch. */
+  readonly attempts: number;
+  /** The handler's result; undefined unless `processed`. */
+  readonly result: R | undefined;
+  /** Why the batch was skipped or dead-lettered. */
+  readonly error?: unknown;
+}

@@ -8,6 +8,7 @@ import {
   EMPTY,
   Observable,
   catchError,
+  concat,
   defer,
   filter,
   from,
@@ -17,6 +18,7 @@ import {
   retry,
 } from 'rxjs';
 import { finalize } from 'rxjs';
+import type { OperatorFunction } from 'rxjs';
 import type { Logger } from 'pino';
 import { DeadLetterError, DeserializationError, HandlerError } from '../errors';
 import type { KafkaCoordinates } from '../errors';
@@ -58,9 +60,47 @@ const coordinatesOf = (m: KafkaMessage): KafkaCoordinates => ({
 
 const describe = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-export class MessageProcessor<R, K, V> {
+/** How a processor hands work to the user and reports it: one message at a time, or batches. */
+export interface ProcessingMode<R, K, V, O> {
+  /** Per-partition batching; absent for one message at a time. */
+  readonly batch?: { readonly maxSize: number; readonly maxWaitMs: number };
+  /** Calls the user's handler for a unit (one message, or one batch) of decoded messages. */
+  call(messages: DecodedMessage<K, V>[], raw: KafkaMessage[]): ReturnType<MessageHandler<R>>;
+  /** What the pipeline emits for a finished unit. */
+  output(
+    messages: KafkaMessage[],
+    status: ProcessedStatus,
+    attempts: number,
+    result: R | undefined,
+    error?: unknown,
+  ): O;
+}
+
+/** The single-message mode of `process()`. */
+export function singleMode<R, K, V>(
+  handler: MessageHandler<R, K, V>,
+): ProcessingMode<R, K, V, Processed<R>> {
+  return {
+    call: (messages) => handler(messages[0] as DecodedMessage<K, V>),
+    output: (messages, status, attempts, result, error) => {
+      const message = messages[0] as KafkaMessage;
+      const out = {
+        topic: message.topic,
+        partition: message.partition,
+        offset: message.offset,
+        generation: message.generation,
+        status,
+        attempts,
+        result,
+      };
+      return error === undefined ? out : { ...out, error };
+    },
+  };
+}
+
+export class MessageProcessor<R, K, V, O = Processed<R>> {
   constructor(
-    private readonly handler: MessageHandler<R, K, V>,
+    private readonly mode: ProcessingMode<R, K, V, O>,
     private readonly options: ResolvedProcessOptions,
     private readonly host: ProcessorHost,
     private readonly logger: Logger,
@@ -69,69 +109,90 @@ export class MessageProcessor<R, K, V> {
   ) {}
 
   /** The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`. */
-  runPartition(partition: PartitionControl, limiter: FairLimiter): Observable<Processed<R>> {
+  runPartition(partition: PartitionControl, limiter: FairLimiter): Observable<O> {
     partition.trackRunning();
-    return partition.messages$.pipe(
-      // Messages still waiting when the partition is revoked are dropped, never run.
-      dropOnEndMerge(
-        (message: KafkaMessage) =>
-          limiter.run(() => {
-            if (!partition.active) return EMPTY;
-            partition.running += 1;
-            return this.handle(partition, message).pipe(
-              finalize(() => {
-                partition.running -= 1;
-              }),
-            );
-          }, partition.ended),
-        this.options.partitionConcurrency,
-        partition.ended,
-      ),
-      finalize(() => partition.pipelineDone()),
-    );
+    const run = (messages: KafkaMessage[]): Observable<O> =>
+      limiter.run(() => {
+        if (!partition.active) return EMPTY;
+        partition.running += 1;
+        return this.handle(partition, messages).pipe(
+          finalize(() => {
+            partition.running -= 1;
+          }),
+        );
+      }, partition.ended);
+    const batch = this.mode.batch;
+    // Messages (or batches) still waiting when the partition is revoked are dropped, never run.
+    const units: Observable<O> =
+      batch === undefined
+        ? partition.messages$.pipe(
+            dropOnEndMerge(
+              (m: KafkaMessage) => run([m]),
+              this.options.partitionConcurrency,
+              partition.ended,
+            ),
+          )
+        : partition.messages$.pipe(
+            batchesOf<KafkaMessage>(batch.maxSize, batch.maxWaitMs),
+            dropOnEndMerge(run, this.options.partitionConcurrency, partition.ended),
+          );
+    return units.pipe(finalize(() => partition.pipelineDone()));
   }
 
-  private handle(partition: PartitionControl, message: KafkaMessage): Observable<Processed<R>> {
-    let decoded: DecodedMessage<K, V>;
-    try {
-      decoded = this.decode(message);
-    } catch (err) {
-      // A payload that cannot be decoded fails the same way every time: never retried.
-      return this.fail(partition, message, err as DeserializationError, 0);
+  /** One unit: decode, run with retries, ack — or apply the failure policy. */
+  private handle(partition: PartitionControl, messages: KafkaMessage[]): Observable<O> {
+    const good: KafkaMessage[] = [];
+    const decoded: DecodedMessage<K, V>[] = [];
+    const undecodable: Observable<O>[] = [];
+    for (const m of messages) {
+      try {
+        decoded.push(this.decode(m));
+        good.push(m);
+      } catch (err) {
+        // A payload that cannot be decoded fails the same way every time: never retried.
+        undecodable.push(this.fail(partition, [m], err as DeserializationError, 0));
+        if (this.options.onFailure === 'stop') return concat(...undecodable);
+      }
     }
+    if (good.length === 0) return concat(...undecodable);
+    const first = good[0] as KafkaMessage;
     let attempts = 0;
     let abandoned = false;
-    return defer(() => {
+    const run$ = defer(() => {
       attempts += 1;
-      return invoke(this.handler, decoded);
+      return invoke(() => this.mode.call(decoded, good));
     }).pipe(
       retry({
         count: this.options.retry.count,
         delay: (err: unknown, retryCount: number) =>
-          this.retryDelay(partition, message, err, retryCount, () => (abandoned = true)),
+          this.retryDelay(partition, first, err, retryCount, () => (abandoned = true)),
       }),
       map((result) => {
-        partition.ack(message);
-        return this.processed(message, 'processed', attempts, result);
+        for (const m of good) partition.ack(m);
+        return this.mode.output(good, 'processed', attempts, result as R | undefined);
       }),
       catchError((err: unknown) => {
         if (abandoned) {
           this.logger.info(
-            { ...coordinatesOf(message), attempts, err },
+            { ...coordinatesOf(first), messages: good.length, attempts, err },
             'retry abandoned: the partition is being revoked; the message stays uncommitted and its next owner runs it',
           );
           return EMPTY;
         }
+        const what =
+          good.length === 1
+            ? `${first.topic}[${first.partition}]@${first.offset}`
+            : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
         const error = new HandlerError(
-          `Handler failed on ${message.topic}[${message.partition}]@${message.offset} after ${attempts} attempt(s): ${describe(err)}`,
-          coordinatesOf(message),
+          `Handler failed on ${what} after ${attempts} attempt(s): ${describe(err)}`,
+          coordinatesOf(first),
           { cause: err, attempts },
         );
-        return this.fail(partition, message, error, attempts);
+        return this.fail(partition, good, error, attempts);
       }),
     );
+    return concat(...undecodable, run$);
   }
-
   private decode(message: KafkaMessage): DecodedMessage<K, V> {
     const { key: keyOf, value: valueOf } = this.options;
     if (keyOf === undefined && valueOf === undefined) {
@@ -202,15 +263,16 @@ export class MessageProcessor<R, K, V> {
     });
   }
 
-  /** Applies the failure policy to a message that failed for good. */
+  /** Applies the failure policy to messages (one, or a batch) that failed for good. */
   private fail(
     partition: PartitionControl,
-    message: KafkaMessage,
+    messages: KafkaMessage[],
     error: HandlerError | DeserializationError,
     attempts: number,
-  ): Observable<Processed<R>> {
-    const coordinates = coordinatesOf(message);
-    if (message.signal.aborted) {
+  ): Observable<O> {
+    const first = messages[0] as KafkaMessage;
+    const coordinates = coordinatesOf(first);
+    if (first.signal.aborted) {
       // The partition was lost or its deadline passed: this result no longer counts anyway.
       this.logger.warn(
         { err: error, ...coordinates },
@@ -221,21 +283,23 @@ export class MessageProcessor<R, K, V> {
     const cause = error instanceof HandlerError ? error.cause : error;
     switch (this.options.onFailure) {
       case 'skip': {
-        this.host.counters.skipped += 1;
-        this.logger.error(
-          { err: error, ...coordinates, attempts, skipped: this.host.counters.skipped },
-          'message failed for good and is skipped (onFailure: skip): its offset is committed without it being processed',
-        );
-        this.host.publish({
-          type: 'message-skipped',
-          ...coordinates,
-          offset: message.offset,
-          attempts,
-          error: cause,
-          at: Date.now(),
-        });
-        partition.ack(message);
-        return of(this.processed(message, 'skipped', attempts, undefined, cause));
+        for (const m of messages) {
+          this.host.counters.skipped += 1;
+          this.logger.error(
+            { err: error, ...coordinatesOf(m), attempts, skipped: this.host.counters.skipped },
+            'message failed for good and is skipped (onFailure: skip): its offset is committed without it being processed',
+          );
+          this.host.publish({
+            type: 'message-skipped',
+            ...coordinatesOf(m),
+            offset: m.offset,
+            attempts,
+            error: cause,
+            at: Date.now(),
+          });
+          partition.ack(m);
+        }
+        return of(this.mode.output(messages, 'skipped', attempts, undefined, cause));
       }
       case 'dead-letter': {
         const writer = this.deadLetter;
@@ -245,43 +309,45 @@ export class MessageProcessor<R, K, V> {
           attempts,
           stage: error instanceof DeserializationError ? error.part : 'handler',
         };
-        return from(writer.send(message, reason)).pipe(
-          filter(() => !message.signal.aborted), // released meanwhile: the next owner redoes it
+        return from(Promise.all(messages.map((m) => writer.send(m, reason)))).pipe(
+          filter(() => !first.signal.aborted), // released meanwhile: the next owner redoes it
           map(() => {
-            this.host.counters.deadLettered += 1;
-            this.logger.warn(
-              { err: error, ...coordinates, attempts, deadLetterTopic: writer.topic },
-              'message failed for good and was written to the dead-letter topic',
-            );
-            this.host.publish({
-              type: 'dead-lettered',
-              ...coordinates,
-              offset: message.offset,
-              attempts,
-              error: cause,
-              deadLetterTopic: writer.topic,
-              at: Date.now(),
-            });
-            partition.ack(message);
-            return this.processed(message, 'dead-lettered', attempts, undefined, cause);
+            for (const m of messages) {
+              this.host.counters.deadLettered += 1;
+              this.logger.warn(
+                { err: error, ...coordinatesOf(m), attempts, deadLetterTopic: writer.topic },
+                'message failed for good and was written to the dead-letter topic',
+              );
+              this.host.publish({
+                type: 'dead-lettered',
+                ...coordinatesOf(m),
+                offset: m.offset,
+                attempts,
+                error: cause,
+                deadLetterTopic: writer.topic,
+                at: Date.now(),
+              });
+              partition.ack(m);
+            }
+            return this.mode.output(messages, 'dead-lettered', attempts, undefined, cause);
           }),
           catchError((writeErr: unknown) => {
-            if (message.signal.aborted) return EMPTY;
+            if (first.signal.aborted) return EMPTY;
             // Never skip a message that did not reach the dead-letter topic: stop instead.
             const e = new DeadLetterError(
-              `Could not write ${message.topic}[${message.partition}]@${message.offset} to the dead-letter topic ${writer.topic}: ${describe(writeErr)}; stopping so that it is not lost`,
+              `Could not write ${first.topic}[${first.partition}]@${first.offset} to the dead-letter topic ${writer.topic}: ${describe(writeErr)}; stopping so that it is not lost`,
               coordinates,
               writer.topic,
               error,
               { cause: writeErr, retriable: true },
             );
-            this.stop(message, e, attempts);
+            this.stop(first, e, attempts);
             return EMPTY;
           }),
         );
       }
       default:
-        this.stop(message, error, attempts);
+        this.stop(first, error, attempts);
         return EMPTY;
     }
   }
@@ -302,36 +368,14 @@ export class MessageProcessor<R, K, V> {
     });
     this.host.failWith(error);
   }
-
-  private processed(
-    message: KafkaMessage,
-    status: ProcessedStatus,
-    attempts: number,
-    result: R | undefined,
-    error?: unknown,
-  ): Processed<R> {
-    const out = {
-      topic: message.topic,
-      partition: message.partition,
-      offset: message.offset,
-      generation: message.generation,
-      status,
-      attempts,
-      result,
-    };
-    return error === undefined ? out : { ...out, error };
-  }
 }
 
-/** Runs a handler and emits its result once when it succeeds (last value for an Observable). */
-function invoke<R, K, V>(
-  handler: MessageHandler<R, K, V>,
-  message: DecodedMessage<K, V>,
-): Observable<R | undefined> {
+/** Runs a handler call and emits its result once when it succeeds (last value for an Observable). */
+function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | undefined> {
   return new Observable<R | undefined>((subscriber) => {
-    let result: ReturnType<MessageHandler<R, K, V>>;
+    let result: ReturnType<MessageHandler<R>>;
     try {
-      result = handler(message);
+      result = call();
     } catch (err) {
       subscriber.error(err);
       return undefined;
@@ -365,4 +409,42 @@ function invoke<R, K, V>(
     subscriber.complete();
     return undefined;
   });
+}
+
+/**
+ * Groups values into arrays of at most `maxSize`, emitted when full or `maxWaitMs` after the first
+ * value of the array. A partial array when the source completes is dropped: its values were never
+ * started (on a revoke, the next owner gets them).
+ */
+export function batchesOf<T>(maxSize: number, maxWaitMs: number): OperatorFunction<T, T[]> {
+  return (source) =>
+    new Observable<T[]>((subscriber) => {
+      let buffer: T[] = [];
+      let timer: NodeJS.Timeout | undefined;
+      const flush = (): void => {
+        if (timer) clearTimeout(timer);
+        timer = undefined;
+        if (buffer.length === 0) return;
+        const out = buffer;
+        buffer = [];
+        subscriber.next(out);
+      };
+      const sub = source.subscribe({
+        next: (value) => {
+          buffer.push(value);
+          if (buffer.length >= maxSize) flush();
+          else timer ??= setTimeout(flush, maxWaitMs);
+        },
+        error: (e: unknown) => subscriber.error(e),
+        complete: () => {
+          if (timer) clearTimeout(timer);
+          buffer = [];
+          subscriber.complete();
+        },
+      });
+      return () => {
+        if (timer) clearTimeout(timer);
+        sub.unsubscribe();
+      };
+    });
 }
