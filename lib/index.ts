@@ -50,6 +50,7 @@ export type {
   StartPosition,
   AssignedPartition,
   MessageBatch,
+  Ordering,
   BatchHandler,
   BatchProcessOptions,
   ProcessedBatch,

@@ -5,6 +5,7 @@ import type {
   DeadLetterOptions,
   Deserializer,
   FailurePolicy,
+  Ordering,
   ProcessOptions,
   RetryOptions,
 } from './types';
@@ -29,6 +30,7 @@ export type ResolvedRetry = Required<RetryOptions>;
 export interface ResolvedProcessOptions {
   readonly concurrency: number;
   readonly partitionConcurrency: number;
+  readonly ordering: Ordering;
   readonly key: Deserializer<unknown> | undefined;
   readonly value: Deserializer<unknown> | undefined;
   readonly retry: ResolvedRetry;
@@ -38,6 +40,7 @@ export interface ResolvedProcessOptions {
 }
 
 const POLICIES: readonly FailurePolicy[] = ['stop', 'skip', 'dead-letter'];
+const ORDERINGS: readonly Ordering[] = ['partition', 'key', 'none'];
 /** Kafka's topic name rule. */
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
 /** Producer settings the dead-letter writer owns. */
@@ -201,6 +204,17 @@ export function resolveProcessOptions(
     1,
     true,
   );
+  const ordering: Ordering =
+    options.ordering ?? (partitionConcurrency === 1 ? 'partition' : 'none');
+  if (!ORDERINGS.includes(ordering)) {
+    fail('ordering', `one of ${ORDERINGS.map((o) => `'${o}'`).join(', ')}`, ordering);
+  }
+  if (ordering === 'partition' && partitionConcurrency !== 1) {
+    throw new ConfigError(
+      `\`ordering: 'partition'\` processes one message at a time per partition, but \`partitionConcurrency\` is ${partitionConcurrency}: use ordering 'key' or 'none', or partitionConcurrency 1`,
+      'ordering',
+    );
+  }
   const onFailure =
     options.onFailure ??
     (options.deadLetter !== undefined ? 'dead-letter' : PROCESS_DEFAULTS.onFailure);
@@ -222,6 +236,7 @@ export function resolveProcessOptions(
   return {
     concurrency,
     partitionConcurrency,
+    ordering,
     key: resolveDeserializer(options.key, 'key'),
     value: resolveDeserializer(options.value, 'value'),
     retry: resolveRetry(options.retry),

@@ -189,12 +189,25 @@ export interface DeadLetterOptions {
   producerConfig?: Record<string, unknown>;
 }
 
+/** Order of processing within a partition; see {@link ProcessOptions.ordering}. */
+export type Ordering = 'partition' | 'key' | 'none';
+
 /** Options of `process()`. */
 export interface ProcessOptions<K = Buffer | null, V = Buffer | null> {
   /** Most handlers in flight across all partitions; a fair pool. @default 64 */
   concurrency?: number;
   /** Most handlers in flight within one partition; 1 keeps offset order. @default 1 */
   partitionConcurrency?: number;
+  /**
+   * Order of processing within a partition:
+   * - `'partition'`: offset order, one message at a time (needs `partitionConcurrency: 1`);
+   * - `'key'`: messages with the same key in offset order, different keys concurrently (up to
+   *   `partitionConcurrency`); messages without a key count as one key;
+   * - `'none'`: any order, up to `partitionConcurrency`.
+   * The committed offset never passes unfinished work, whatever the order.
+   * @default 'partition' with `partitionConcurrency: 1`, else 'none'
+   */
+  ordering?: Ordering;
   /** Decodes each key before the handler sees it. @default 'buffer' */
   key?: DeserializerSpec<K>;
   /** Decodes each value before the handler sees it. @default 'buffer' */

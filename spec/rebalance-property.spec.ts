@@ -13,6 +13,9 @@ interface Scenario {
   counts: number[];
   concurrency: number;
   partitionConcurrency: number;
+  ordering: 'default' | 'key' | 'none';
+  /** Number of distinct keys (key = offset mod keys; 0 = no key at all). */
+  keys: number;
   steps: { subset: number; gapMs: number }[];
   delays: number[];
 }
@@ -21,7 +24,9 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
   protocol: fc.constantFrom('EAGER' as const, 'COOPERATIVE' as const),
   counts: fc.array(fc.integer({ min: 0, max: 40 }), { minLength: P, maxLength: P }),
   concurrency: fc.integer({ min: 1, max: 6 }),
-  partitionConcurrency: fc.integer({ min: 1, max: 3 }),
+  partitionConcurrency: fc.integer({ min: 1, max: 4 }),
+  ordering: fc.constantFrom('default' as const, 'key' as const, 'none' as const),
+  keys: fc.integer({ min: 0, max: 4 }),
   steps: fc.array(
     fc.record({
       subset: fc.integer({ min: 1, max: 2 ** P - 1 }),
@@ -50,6 +55,9 @@ async function run(s: Scenario): Promise<void> {
   const processed = new Map<string, number>(); // "p@o" → times
   const perGeneration = new Set<string>();
   const violations: string[] = [];
+  const runningKeys = new Set<string>();
+  const lastStartedOfKey = new Map<string, number>();
+  const running = new Map<number, number>();
   const { factory, fake } = fakeFactory({
     protocol: s.protocol,
     commitResult: (offsets) => {
@@ -82,19 +90,44 @@ async function run(s: Scenario): Promise<void> {
           const id = `${m.generation}/${m.partition}@${m.offset}`;
           if (perGeneration.has(id)) violations.push(`twice in one generation: ${id}`);
           perGeneration.add(id);
+          // Same-key order (ordering 'key'): nothing of this key runs, and every earlier offset of
+          // this key delivered in this generation already finished.
+          const k = `${m.generation}/${m.partition}/${m.key?.toString() ?? '∅'}`;
+          if (s.ordering === 'key' || s.partitionConcurrency === 1) {
+            if (runningKeys.has(k)) violations.push(`key ${k} ran concurrently at ${m.offset}`);
+            const last = lastStartedOfKey.get(k);
+            if (last !== undefined && last > m.offset)
+              violations.push(`key ${k}: ${m.offset} started after ${last}`);
+          }
+          runningKeys.add(k);
+          lastStartedOfKey.set(k, m.offset);
+          running.set(m.partition, (running.get(m.partition) ?? 0) + 1);
+          if ((running.get(m.partition) ?? 0) > s.partitionConcurrency)
+            violations.push(`more than ${s.partitionConcurrency} in flight on ${m.partition}`);
           const delay = s.delays[(m.partition * 7 + m.offset) % s.delays.length]!;
           if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+          runningKeys.delete(k);
+          running.set(m.partition, (running.get(m.partition) ?? 1) - 1);
           processed.set(
             `${m.partition}@${m.offset}`,
             (processed.get(`${m.partition}@${m.offset}`) ?? 0) + 1,
           );
         },
-        { concurrency: s.concurrency, partitionConcurrency: s.partitionConcurrency },
+        {
+          concurrency: s.concurrency,
+          partitionConcurrency: s.partitionConcurrency,
+          ...(s.ordering === 'default' ? {} : { ordering: s.ordering }),
+        },
       )
       .pipe(toArray()),
   );
   await until(() => fake().isConnected(), 'connect');
   s.counts.forEach((n, p) => fake().produce(T, p, n));
+  // Keys: offset mod s.keys (0 keys: no key at all).
+  const logs = (fake() as unknown as { logs: Map<string, { offset: number; key: unknown }[]> })
+    .logs;
+  for (const log of logs.values())
+    for (const m of log) m.key = s.keys === 0 ? null : Buffer.from(`key${m.offset % s.keys}`);
 
   let assigned = 0;
   const settle = async () => until(() => !fake().revokeInProgress, 'the revoke to finish');
@@ -152,7 +185,7 @@ async function run(s: Scenario): Promise<void> {
 
 describe('rebalance properties (fake consumer)', function () {
   this.timeout(120_000);
-  it('never commits past unprocessed work, never runs a message twice, loses nothing over random rebalances', async () => {
+  it('never commits past unprocessed work, never runs a message twice, keeps same-key order, loses nothing over random rebalances', async () => {
     const seed = Number(process.env.FC_SEED ?? Date.now() % 1_000_000);
     console.log(`      fast-check seed=${seed}`);
     await fc.assert(fc.asyncProperty(scenario, run), { seed, numRuns: 40, endOnFailure: true });

@@ -34,6 +34,7 @@ import type {
 } from '../types';
 import type { DeadLetterReason, DeadLetterWriter } from './dead-letter';
 import { dropOnEndMerge } from './drop-on-end-merge';
+import { keyOrderedMerge } from './key-ordered-merge';
 import type { FairLimiter } from './fair-limiter';
 import type { PartitionControl } from './partition-control';
 
@@ -57,6 +58,12 @@ const coordinatesOf = (m: KafkaMessage): KafkaCoordinates => ({
   partition: m.partition,
   offset: m.offset,
 });
+
+/** Messages without a key are ordered among themselves, as one key. */
+const NO_KEY = Symbol('no key');
+/** The ordering key of a message: its key bytes (binary-safe), or {@link NO_KEY}. */
+const orderingKey = (m: KafkaMessage): unknown =>
+  m.key === null ? NO_KEY : m.key.toString('latin1');
 
 const describe = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
@@ -111,26 +118,42 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
   /** The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`. */
   runPartition(partition: PartitionControl, limiter: FairLimiter): Observable<O> {
     partition.trackRunning();
+    // Under ordering 'key', what the merge projects after a revoke must run (it fills the gap
+    // below work already done); the merge itself decides what to drop.
+    const keyed = this.mode.batch === undefined && this.options.ordering === 'key';
     const run = (messages: KafkaMessage[]): Observable<O> =>
-      limiter.run(() => {
-        if (!partition.active) return EMPTY;
-        partition.running += 1;
-        return this.handle(partition, messages).pipe(
-          finalize(() => {
-            partition.running -= 1;
-          }),
-        );
-      }, partition.ended);
+      limiter.run(
+        () => {
+          if (!keyed && !partition.active) return EMPTY;
+          if (partition.signal.aborted) return EMPTY;
+          partition.running += 1;
+          return this.handle(partition, messages).pipe(
+            finalize(() => {
+              partition.running -= 1;
+            }),
+          );
+        },
+        keyed ? partition.signal : partition.ended,
+      );
     const batch = this.mode.batch;
     // Messages (or batches) still waiting when the partition is revoked are dropped, never run.
     const units: Observable<O> =
       batch === undefined
         ? partition.messages$.pipe(
-            dropOnEndMerge(
-              (m: KafkaMessage) => run([m]),
-              this.options.partitionConcurrency,
-              partition.ended,
-            ),
+            this.options.ordering === 'key'
+              ? keyOrderedMerge(
+                  (m: KafkaMessage) => run([m]),
+                  this.options.partitionConcurrency,
+                  orderingKey,
+                  (m: KafkaMessage) => m.offset,
+                  partition.ended,
+                  partition.signal,
+                )
+              : dropOnEndMerge(
+                  (m: KafkaMessage) => run([m]),
+                  this.options.partitionConcurrency,
+                  partition.ended,
+                ),
           )
         : partition.messages$.pipe(
             batchesOf<KafkaMessage>(batch.maxSize, batch.maxWaitMs),
