@@ -106,7 +106,9 @@ function brokerDescription(): string {
 
 function gitRevision(): string {
   try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT }).toString().trim();
+    return execFileSync('git', ['describe', '--always', '--dirty', '--abbrev=7'], { cwd: ROOT })
+      .toString()
+      .trim();
   } catch {
     return 'unknown';
   }
