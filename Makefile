@@ -79,7 +79,7 @@ test-rebalance-full: build reset-kafka ## The chaos suite at taskbroker's scale 
 	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test
-test: lint test-unit test-package demo test-integration test-rebalance ## Everything: lint, unit, packaging, demo, integration and chaos tests
+test: lint test-unit test-package demo test-integration test-rebalance test-bench ## Everything: lint, unit, packaging, demo, integration and chaos tests, bench smoke run
 
 .PHONY: bench-install
 bench-install: $(BENCH_STAMP) ## Install the peer libraries of the bench into bench/node_modules (only the bench targets use them)

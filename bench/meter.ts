@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /**
  * Counts what a throughput contender consumed and when, inside its child process: the time of the
  * first and of the last expected message, bytes of the values, and the process's CPU time and peak
@@ -13,8 +15,22 @@ export interface ThroughputResult {
   elapsedMs: number;
   /** CPU time of the child (user + system) from consumer creation to the last message, in ms. */
   cpuMs: number;
-  /** Peak resident set size of the child process, in bytes (`process.resourceUsage().maxRSS`). */
+  /** Peak resident set size of the child process, in bytes (see peakRss). */
   peakRssBytes: number;
+}
+
+/**
+ * This process's peak RSS in bytes: Linux's VmHWM. Not `process.resourceUsage().maxRSS`: Linux
+ * carries ru_maxrss over fork + exec, so a child would report its parent's peak when that is higher.
+ */
+export function peakRss(): number {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    if (kb) return Number(kb) * 1024;
+  } catch {
+    // not Linux
+  }
+  return process.resourceUsage().maxRSS * 1024;
 }
 
 export class Meter {
@@ -49,7 +65,7 @@ export class Meter {
         firstMessageMs: this.firstAt - this.createdAt,
         elapsedMs: now - this.firstAt,
         cpuMs: (cpu.user + cpu.system) / 1000,
-        peakRssBytes: process.resourceUsage().maxRSS * 1024,
+        peakRssBytes: peakRss(),
       };
       this.resolveDone(this.result);
     }

@@ -9,7 +9,7 @@ import type { JoinResult, MemoryResult, RevokeResult } from './tasks';
 export interface ContenderEntry {
   id: ContenderId;
   label: string;
-  kind: 'ceiling' | 'library' | 'peer';
+  kind: 'ceiling' | 'reference' | 'library' | 'peer';
   pkg: string;
   settings: string;
   installed: boolean;

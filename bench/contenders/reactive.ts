@@ -2,15 +2,14 @@
  * This library, from its build: `process()` with a no-op handler and the default concurrency
  * (64 across partitions, 1 within a partition), and the `partitions$` low-level path with the
  * `acknowledge()` operator and nothing else. Each with the library's defaults, and again with
- * `queued.min.messages` raised to librdkafka's default (TUNED_PREFETCH): the library's default of
- * 10000 starves the fetch pipeline with small messages (see docs/benchmarks.md).
+ * `fetch.queue.backoff.ms` lowered to 10 ms (FAST_FETCH): with the library's small prefetch bounds,
+ * librdkafka's default of 1000 ms stalls each partition's fetching for a second whenever a bound
+ * is reached (see docs/benchmarks.md).
  */
 import { mergeMap, tap } from 'rxjs';
 import { loadLibrary } from '../peers';
+import { FAST_FETCH } from './raw-rdkafka';
 import type { Contender, ContenderContext } from './types';
-
-/** The prefetch override of the "tuned" variants (librdkafka's own default). */
-export const TUNED_PREFETCH = { 'queued.min.messages': 100_000 } as const;
 
 function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean) {
   const { ReactiveConsumer } = loadLibrary();
@@ -18,7 +17,7 @@ function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean)
     config: {
       'bootstrap.servers': brokers,
       'group.id': groupId,
-      ...(tuned ? TUNED_PREFETCH : {}),
+      ...(tuned ? FAST_FETCH : {}),
     },
     topicConfig: { 'auto.offset.reset': 'earliest' },
     topics: [topic],
