@@ -4,6 +4,7 @@
  * writes results.json, the markdown report and its SVG charts.
  *
  *   node --import tsx bench/run.ts --mode full|quick [--out DIR]
+ *   node --import tsx bench/run.ts --render-only [--out DIR]   (re-render the last results.json)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -27,9 +28,10 @@ const ROOT = join(__dirname, '..');
 const CHILD = join(__dirname, 'child.ts');
 const RESULTS_DIR = join(__dirname, '.results');
 
-function parseArgs(argv: string[]): { mode: Mode; out: string } {
+function parseArgs(argv: string[]): { mode: Mode; out: string | undefined; renderOnly: boolean } {
   let mode: Mode = 'quick';
   let out: string | undefined;
+  let renderOnly = false;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === '--mode') {
@@ -38,11 +40,26 @@ function parseArgs(argv: string[]): { mode: Mode; out: string } {
       mode = value;
     } else if (arg === '--out') {
       out = argv[++i];
+    } else if (arg === '--render-only') {
+      renderOnly = true;
     } else {
       throw new Error(`unknown argument ${arg}`);
     }
   }
-  return { mode, out: out ?? (mode === 'full' ? join(ROOT, 'docs') : RESULTS_DIR) };
+  return { mode, out, renderOnly };
+}
+
+function defaultOut(mode: Mode): string {
+  return mode === 'full' ? join(ROOT, 'docs') : RESULTS_DIR;
+}
+
+/** Writes the markdown report and its charts into `out`. */
+function writeReport(results: BenchResults, out: string): void {
+  mkdirSync(out, { recursive: true });
+  const charts = renderCharts(results);
+  writeFileSync(join(out, CHART_FILES.throughput), charts.throughput);
+  if (charts.rss) writeFileSync(join(out, CHART_FILES.rss), charts.rss);
+  writeFileSync(join(out, 'benchmarks.md'), renderMarkdown(results));
 }
 
 interface ChildOutcome {
@@ -128,7 +145,19 @@ function versions(peers: PeerStatus[]): Record<string, string> {
 }
 
 async function main(): Promise<void> {
-  const { mode, out } = parseArgs(process.argv.slice(2));
+  const args = parseArgs(process.argv.slice(2));
+  if (args.renderOnly) {
+    // Re-render the last run's report (e.g. after changing report.ts), measuring nothing.
+    const results = JSON.parse(
+      readFileSync(join(RESULTS_DIR, 'results.json'), 'utf8'),
+    ) as BenchResults;
+    const out = args.out ?? defaultOut(results.mode);
+    writeReport(results, out);
+    console.log(`bench: re-rendered ${relative(ROOT, join(out, 'benchmarks.md'))}`);
+    return;
+  }
+  const { mode } = args;
+  const out = args.out ?? defaultOut(mode);
   const seed = Number(process.env.BENCH_SEED ?? Math.floor(Math.random() * 1_000_000));
   const settings = benchSettings(mode, seed);
   const random = seededRandom(seed);
@@ -334,12 +363,8 @@ async function main(): Promise<void> {
   // 6. Results, report, charts.
   results.durationMs = Date.now() - t0;
   mkdirSync(RESULTS_DIR, { recursive: true });
-  mkdirSync(out, { recursive: true });
   writeFileSync(join(RESULTS_DIR, 'results.json'), JSON.stringify(results, null, 2) + '\n');
-  const charts = renderCharts(results);
-  writeFileSync(join(out, CHART_FILES.throughput), charts.throughput);
-  if (charts.rss) writeFileSync(join(out, CHART_FILES.rss), charts.rss);
-  writeFileSync(join(out, 'benchmarks.md'), renderMarkdown(results));
+  writeReport(results, out);
   console.log('');
   console.log(renderSummary(results));
   console.log('');

@@ -8,8 +8,18 @@ function esc(text: string): string {
 function niceMax(value: number): number {
   if (!(value > 0)) return 1;
   const exp = 10 ** Math.floor(Math.log10(value));
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * exp >= value) return m * exp;
+  for (const m of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * exp >= value) return m * exp;
   return 10 * exp;
+}
+
+/** 4, 5 or 6 intervals, whichever makes round tick steps (1, 2, 2.5 or 5 × a power of ten). */
+function tickCount(max: number): number {
+  for (const n of [4, 5, 6]) {
+    const step = max / n;
+    const mantissa = step / 10 ** Math.floor(Math.log10(step));
+    if ([1, 2, 2.5, 5].some((m) => Math.abs(mantissa - m) < 1e-9)) return n;
+  }
+  return 4;
 }
 
 function compact(n: number): string {
@@ -33,8 +43,8 @@ const FONT = 'font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial,
 
 /** Horizontal bars, one panel per data set, stacked vertically. */
 export function barChart(title: string, unit: string, panels: BarPanel[]): string {
-  const width = 860;
-  const labelWidth = 300;
+  const width = 940;
+  const labelWidth = 380;
   const barArea = width - labelWidth - 90;
   const rowHeight = 24;
   const parts: string[] = [];
@@ -58,11 +68,12 @@ export function barChart(title: string, unit: string, panels: BarPanel[]): strin
       );
       y += rowHeight;
     }
-    for (let i = 0; i <= 4; i++) {
-      const x = labelWidth + (barArea * i) / 4;
+    const ticks = tickCount(max);
+    for (let i = 0; i <= ticks; i++) {
+      const x = labelWidth + (barArea * i) / ticks;
       parts.push(
         `<line x1="${x}" y1="${top}" x2="${x}" y2="${y}" stroke="#ccc" stroke-width="0.5"/>`,
-        `<text x="${x}" y="${y + 14}" font-size="10" text-anchor="middle" fill="#555">${compact((max * i) / 4)}</text>`,
+        `<text x="${x}" y="${y + 14}" font-size="10" text-anchor="middle" fill="#555">${compact((max * i) / ticks)}</text>`,
       );
     }
     parts.push(
@@ -82,10 +93,10 @@ export interface Series {
 /** Lines over a shared x axis (e.g. seconds), y from 0. */
 export function lineChart(title: string, xUnit: string, yUnit: string, series: Series[]): string {
   const width = 860;
-  const height = 360;
+  const height = 380;
   const left = 70;
   const right = 20;
-  const top = 50;
+  const top = 80;
   const bottom = 50;
   const xs = series.flatMap((s) => s.points.map((p) => p.x));
   const ys = series.flatMap((s) => s.points.map((p) => p.y));
@@ -96,12 +107,18 @@ export function lineChart(title: string, xUnit: string, yUnit: string, series: S
   const parts: string[] = [
     `<text x="16" y="26" font-size="16" font-weight="600">${esc(title)}</text>`,
   ];
-  for (let i = 0; i <= 5; i++) {
-    const yv = (yMax * i) / 5;
-    const xv = (xMax * i) / 5;
+  const yTicks = tickCount(yMax);
+  const xTicks = tickCount(xMax);
+  for (let i = 0; i <= yTicks; i++) {
+    const yv = (yMax * i) / yTicks;
     parts.push(
       `<line x1="${left}" y1="${py(yv)}" x2="${width - right}" y2="${py(yv)}" stroke="#ddd" stroke-width="0.5"/>`,
       `<text x="${left - 6}" y="${py(yv) + 4}" font-size="10" text-anchor="end" fill="#555">${compact(yv)}</text>`,
+    );
+  }
+  for (let i = 0; i <= xTicks; i++) {
+    const xv = (xMax * i) / xTicks;
+    parts.push(
       `<text x="${px(xv)}" y="${height - bottom + 16}" font-size="10" text-anchor="middle" fill="#555">${compact(xv)}</text>`,
     );
   }
@@ -113,8 +130,8 @@ export function lineChart(title: string, xUnit: string, yUnit: string, series: S
     const d = s.points.map((p) => `${px(p.x).toFixed(1)},${py(p.y).toFixed(1)}`).join(' ');
     parts.push(
       `<polyline fill="none" stroke="${s.color}" stroke-width="2" points="${d}"/>`,
-      `<rect x="${width - right - 220}" y="${top - 30 + i * 16}" width="12" height="4" fill="${s.color}"/>`,
-      `<text x="${width - right - 202}" y="${top - 25 + i * 16}" font-size="11">${esc(s.label)}</text>`,
+      `<rect x="${left + 10 + i * 160}" y="${top - 26}" width="12" height="4" fill="${s.color}"/>`,
+      `<text x="${left + 28 + i * 160}" y="${top - 21}" font-size="11">${esc(s.label)}</text>`,
     );
   });
   return svgDocument(width, height, parts);
