@@ -5,6 +5,7 @@ SHELL := bash
 .DELETE_ON_ERROR:
 
 NPM_STAMP := node_modules/.install-stamp
+BENCH_STAMP := bench/node_modules/.install-stamp
 KAFKA := bash integration/kafka/kafka.sh
 TEST_OUTPUT := integration/.test_output
 MOCHA := node_modules/.bin/mocha
@@ -78,12 +79,31 @@ test-rebalance-full: build reset-kafka ## The chaos suite at taskbroker's scale 
 	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test
-test: lint test-unit test-package demo test-integration test-rebalance ## Everything: lint, unit, packaging, demo, integration and chaos tests
+test: lint test-unit test-package demo test-integration test-rebalance test-bench ## Everything: lint, unit, packaging, demo, integration and chaos tests, bench smoke run
+
+.PHONY: bench-install
+bench-install: $(BENCH_STAMP) ## Install the peer libraries of the bench into bench/node_modules (only the bench targets use them)
+
+$(BENCH_STAMP): bench/package.json bench/package-lock.json
+	npm ci --prefix bench --no-audit --no-fund --loglevel=error
+	touch $@
+
+.PHONY: bench
+bench: build $(BENCH_STAMP) kafka-up ## Full benchmark (takes ~15 min): regenerates docs/benchmarks.md and its SVG charts
+	node --import tsx bench/run.ts --mode full
+
+.PHONY: bench-quick
+bench-quick: build $(BENCH_STAMP) kafka-up ## Smoke run of the benchmark on a small topic; report in bench/.results/
+	node --import tsx bench/run.ts --mode quick
+
+.PHONY: test-bench
+test-bench: bench-quick ## bench-quick, then check that its report has a figure for every installed contender
+	$(MOCHA) --config .mocharc.bench.json
 
 .PHONY: clean
 clean: ## Remove build output, test output and broker data (stops the broker)
 	-$(KAFKA) down
-	rm -rf dist $(TEST_OUTPUT) integration/.kafka *.tgz
+	rm -rf dist $(TEST_OUTPUT) integration/.kafka *.tgz bench/.results
 
 .PHONY: demo
 demo: $(NPM_STAMP) ## Two consumers, rebalances under load, then a loss/duplicate count (embedded broker unless KAFKA_BROKERS)

@@ -1,0 +1,60 @@
+/**
+ * This library, from its build: `process()` with a no-op handler and the default concurrency
+ * (64 across partitions, 1 within a partition), and the `partitions$` low-level path with the
+ * `acknowledge()` operator and nothing else. Each with the library's defaults, and again with
+ * `fetch.queue.backoff.ms` lowered to 10 ms (FAST_FETCH): with the library's small prefetch bounds,
+ * librdkafka's default of 1000 ms stalls each partition's fetching for a second whenever a bound
+ * is reached (see docs/benchmarks.md).
+ */
+import { mergeMap, tap } from 'rxjs';
+import { loadLibrary } from '../peers';
+import { FAST_FETCH } from './raw-rdkafka';
+import type { Contender, ContenderContext } from './types';
+
+function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean) {
+  const { ReactiveConsumer } = loadLibrary();
+  return new ReactiveConsumer({
+    config: {
+      'bootstrap.servers': brokers,
+      'group.id': groupId,
+      ...(tuned ? FAST_FETCH : {}),
+    },
+    topicConfig: { 'auto.offset.reset': 'earliest' },
+    topics: [topic],
+  });
+}
+
+const processContender =
+  (tuned: boolean): Contender =>
+  async (ctx) => {
+    const c = consumer(ctx, tuned);
+    const { meter } = ctx;
+    c.process((message) => {
+      meter.add(1, message.size);
+      return undefined;
+    }).subscribe({ error: (err: unknown) => console.error('process() failed', err) });
+    return () => c.close();
+  };
+
+const partitionsContender =
+  (tuned: boolean): Contender =>
+  async (ctx) => {
+    const c = consumer(ctx, tuned);
+    const { meter } = ctx;
+    c.partitions$
+      .pipe(
+        mergeMap((partition) =>
+          partition.messages$.pipe(
+            tap((message) => meter.add(1, message.size)),
+            partition.acknowledge(),
+          ),
+        ),
+      )
+      .subscribe({ error: (err: unknown) => console.error('partitions$ failed', err) });
+    return () => c.close();
+  };
+
+export const reactiveProcess = processContender(false);
+export const reactiveProcessTuned = processContender(true);
+export const reactivePartitions = partitionsContender(false);
+export const reactivePartitionsTuned = partitionsContender(true);

@@ -1,0 +1,105 @@
+/** What run.ts asks a child process to do, and what the child sends back over IPC. */
+import type { ContenderId } from './contenders';
+import type { ThroughputResult } from './meter';
+import type { ProtocolName } from './settings';
+
+export type Task =
+  | {
+      kind: 'throughput';
+      brokers: string;
+      contender: ContenderId;
+      topic: string;
+      groupId: string;
+      expected: number;
+    }
+  | {
+      kind: 'revoke';
+      brokers: string;
+      protocol: ProtocolName;
+      variant: 'idle' | 'in-flight';
+      partitions: number;
+      cycles: number;
+      backlog: number;
+      handlerMs: [number, number];
+      seed: number;
+    }
+  | {
+      kind: 'join';
+      brokers: string;
+      client: 'reactive-rdkafka' | 'kafkajs';
+      protocol: ProtocolName;
+      partitions: number;
+      members: number;
+      rate: number;
+      settleMs: number;
+      observeMs: number;
+      seed: number;
+    }
+  | {
+      kind: 'memory';
+      brokers: string;
+      topic: string;
+      backlog: number;
+      sampleMs: number;
+      intervalMs: number;
+      handlerMs: number;
+    };
+
+export interface RevokeResult {
+  kind: 'revoke';
+  protocol: ProtocolName;
+  variant: 'idle' | 'in-flight';
+  /** revoking → revoked of each revoked partition, in ms (one sample per partition per revoke). */
+  samplesMs: number[];
+  /** Handlers in flight when each revoke arrived, summed over the revokes. */
+  inFlight: number;
+  revokes: number;
+  timedOut: number;
+}
+
+export interface JoinResult {
+  kind: 'join';
+  client: 'reactive-rdkafka' | 'kafkajs';
+  protocol: ProtocolName;
+  /** Longest time no partition of the group made progress after the 7th member started, ms. */
+  stallMs: number;
+  /** The same measure over an equally long window before the join (the steady-state gaps). */
+  baselineGapMs: number;
+  /** Longest time one partition made no progress after the join, ms (the worst partition). */
+  partitionPauseMs: number;
+  /** The same per-partition measure before the join. */
+  baselinePartitionPauseMs: number;
+  /** 7th member started → its first processed message, ms. */
+  newMemberFirstMs: number | undefined;
+  produced: number;
+  processed: number;
+  /** Deliveries beyond the first of the same offset, over the whole run. */
+  duplicates: number;
+  /** Produced offsets never processed. */
+  losses: number;
+}
+
+export interface MemorySample {
+  t: number;
+  rss: number;
+  heapUsed: number;
+  processed: number;
+}
+
+export interface MemoryResult {
+  kind: 'memory';
+  samples: MemorySample[];
+  baselineRss: number;
+  peakRss: number;
+  processed: number;
+}
+
+export type ChildResult =
+  ({ kind: 'throughput' } & ThroughputResult) | RevokeResult | JoinResult | MemoryResult;
+
+export type ChildMessage =
+  | { type: 'progress'; count: number; note?: string }
+  | { type: 'result'; result: ChildResult }
+  | { type: 'error'; message: string };
+
+export type Send = (message: ChildMessage) => void;
