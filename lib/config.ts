@@ -152,6 +152,9 @@ export const DEFAULTS = {
 export const DEFAULT_PREFETCH: Readonly<Record<string, number>> = {
   'queued.max.messages.kbytes': 16_384,
   'queued.min.messages': 10_000,
+  // With the bounds above, librdkafka's default backoff (1000 ms) idles a partition for a second
+  // every time its queue fills: measured at 0.35× the raw binding (100 B) and 0.06× (1 KiB).
+  'fetch.queue.backoff.ms': 10,
 };
 
 function fail(key: string, expected: string, got: unknown): never {

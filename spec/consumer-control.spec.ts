@@ -90,6 +90,21 @@ describe('start positions (onAssign hook)', () => {
     await h.consumer.close();
   });
 
+  it('ends with a StartPositionError when the hook never answers, after answering the assignment', async () => {
+    const h = harness({
+      commitTimeoutMs: 50,
+      onAssign: () => new Promise<undefined>(() => undefined),
+    });
+    let error: unknown;
+    subs.push(h.consumer.process(() => undefined).subscribe({ error: (e) => (error = e) }));
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => error !== undefined, 'the pipeline to error');
+    assert.ok(error instanceof StartPositionError, String(error));
+    assert.match(error.message, /within 100 ms/);
+    assert.ok(h.fake().ops().includes(`assign(${T}[0])`));
+  });
+
   it('ends the consumer with a StartPositionError when the hook throws or answers nonsense', async () => {
     for (const hook of [
       () => {
@@ -172,6 +187,48 @@ describe('seek while running', () => {
     await until(() => committed(h) === 10, 'committed from the new position');
     const after = seen.slice(seen.lastIndexOf(8));
     assert.deepEqual(after, [8, 9]);
+    await h.consumer.close();
+  });
+
+  it('leaves the stream untouched when the native seek fails', async () => {
+    const h = harness({}, { seekError: 'Local: Erroneous state' });
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 5, 'first five');
+    await assert.rejects(h.consumer.seek(tp(0), { offset: 1 }), /Erroneous state/);
+    h.fake().produce(T, 0, 3);
+    await until(() => seen.length === 8, 'the same stream goes on');
+    assert.deepEqual(seen, [0, 1, 2, 3, 4, 5, 6, 7]);
+    await until(() => committed(h) === 8, 'committed');
+    await h.consumer.close();
+  });
+
+  it('holds a revoke until handlers aborted by a seek have finished', async () => {
+    const h = harness();
+    let release!: () => void;
+    let stuck = 0;
+    subs.push(
+      h.consumer
+        .process((m) => {
+          if (m.offset === 2 && stuck++ === 0) return new Promise<void>((r) => (release = r)); // ignores its signal
+          return undefined;
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => stuck === 1, 'stuck on 2');
+    await h.consumer.seek(tp(0), { offset: 4 });
+    await until(() => committed(h) === 6, 'the new stream processed 4 and 5');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await new Promise((r) => setTimeout(r, 30));
+    assert.ok(!h.events.some((e) => e.type === 'revoked'), 'the aborted handler still runs');
+    release();
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked once it finished');
     await h.consumer.close();
   });
 

@@ -109,8 +109,18 @@ export class ConsumerEngine implements ProcessorHost {
   /** Partitions the user paused (kept across rebalances), and whether new ones start paused. */
   private readonly userPaused = new Set<string>();
   private userPausedAll = false;
-  /** Numbers consume calls, so that a seek can drop what a call started before it returned. */
-  private consumeSeq = 0;
+  /** Seeks waiting for the loop to run them between two consume calls. */
+  private readonly pendingSeeks: {
+    key: string;
+    tp: TopicPartition;
+    offset: number;
+    position: StartPosition;
+    resolve: () => void;
+    reject: (err: Error) => void;
+    notOwned: (why: string) => NotAssignedError;
+  }[] = [];
+  /** Streams replaced by a seek whose aborted handlers have not finished yet. */
+  private readonly retired = new Set<PartitionControl>();
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
@@ -254,9 +264,9 @@ export class ConsumerEngine implements ProcessorHost {
 
   private async loop(): Promise<void> {
     while (this.looping) {
+      if (this.pendingSeeks.length > 0) await this.applySeeks();
       const { size, timeoutMs } = this.cadence.next();
       let batch: Message[];
-      const seq = ++this.consumeSeq;
       try {
         batch = await this.client.consume(size, timeoutMs);
       } catch (err) {
@@ -267,15 +277,15 @@ export class ConsumerEngine implements ProcessorHost {
       this.cadence.record(batch.length);
       if (batch.length > 0) {
         this.lastProgressAt = this.lastPollAt;
-        this.dispatch(batch, seq);
+        this.dispatch(batch);
       }
-      this.notePositions(seq);
+      this.notePositions();
       this.maybeCommit();
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
   }
 
-  private dispatch(batch: Message[], seq: number): void {
+  private dispatch(batch: Message[]): void {
     for (const m of batch) {
       let control: PartitionControl | undefined;
       if (m.partition === this.lastPartition && m.topic === this.lastTopic) {
@@ -294,18 +304,6 @@ export class ConsumerEngine implements ProcessorHost {
           'dropped a message of a partition not currently assigned',
         );
         continue;
-      }
-      const f = control.seekFilter;
-      if (f !== undefined && !f.legit) {
-        // After a seek, a consume call already under way may still return records fetched from
-        // the old position: after a forward seek they lie below the new start, after a backward
-        // one above the last offset delivered before it. The first record from the new position
-        // ends the filter (records after it arrive in order).
-        const fromNewPosition =
-          seq >= f.untilSeq ||
-          (m.offset >= f.start && (f.start > f.oldLast || m.offset <= f.oldLast));
-        if (!fromNewPosition) continue;
-        f.legit = true;
       }
       if (m.offset <= control.ledger.lastDeliveredOffset) {
         // librdkafka went back within one assignment (offset reset after out-of-range, log
@@ -334,15 +332,11 @@ export class ConsumerEngine implements ProcessorHost {
    * between two consume calls, does the position count exactly the messages dispatched (a
    * consume in flight moves it for messages JS has not seen yet).
    */
-  private notePositions(seq: number): void {
+  private notePositions(): void {
     if (this.owned.size === 0 || this.disconnecting) return;
-    // A stream a seek created trusts the client's position only once that position is the new
-    // one (the old, higher one could otherwise be taken as "nothing left to deliver").
-    const active = [...this.owned.values()].filter(
-      (c) =>
-        c.active &&
-        (c.seekFilter === undefined || c.seekFilter.legit || seq >= c.seekFilter.untilSeq),
-    );
+    // After a seek librdkafka resets the position to invalid until the new position's first
+    // record is consumed, so an old, higher position is never taken for the new stream's.
+    const active = [...this.owned.values()].filter((c) => c.active);
     if (active.length === 0) return;
     let positions: { topic: string; partition: number; offset?: number }[];
     try {
@@ -414,8 +408,9 @@ export class ConsumerEngine implements ProcessorHost {
     this.lastCommitAt = now;
     const batch: { control: PartitionControl; offset: number }[] = [];
     for (const control of this.owned.values()) {
-      // Partitions being revoked get their final commit from the revoke protocol.
-      if (!control.active || !control.ledger.hasDeliveries) continue;
+      // Partitions being revoked get their final commit from the revoke protocol. A partition
+      // that delivered nothing yet commits its chosen start (onAssign, seek, reset to latest).
+      if (!control.active) continue;
       const offset = control.ledger.committable();
       if (offset === undefined || offset === control.lastCommitted) continue;
       batch.push({ control, offset });
@@ -509,7 +504,7 @@ export class ConsumerEngine implements ProcessorHost {
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
     let hookFailure: Error | undefined;
-    const task = this.startOffsets(partitions, generation)
+    const task = this.boundedStartOffsets(partitions, generation)
       .catch((err: unknown) => {
         if (err instanceof StartPositionError) {
           hookFailure = err;
@@ -534,6 +529,50 @@ export class ConsumerEngine implements ProcessorHost {
         this.notifyChanged();
       });
     this.rebalanceTasks.add(task);
+  }
+
+  /**
+   * {@link startOffsets} within a deadline (librdkafka — and the whole group — waits for the assign
+   * call meanwhile). With an `onAssign` hook, any failure to honour its choices (a lookup that
+   * failed or timed out) is a {@link StartPositionError}: silently starting elsewhere could skip or
+   * repeat what the application asked for.
+   */
+  private async boundedStartOffsets(
+    partitions: TopicPartition[],
+    generation: number,
+  ): Promise<Map<string, number>> {
+    const limitMs = Math.min(this.settings.drainTimeoutMs, 2 * this.settings.commitTimeoutMs);
+    let timer: NodeJS.Timeout | undefined;
+    const hooked = this.settings.onAssign !== undefined;
+    const first = partitions[0] as TopicPartition;
+    try {
+      return await Promise.race([
+        this.startOffsets(partitions, generation),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                hooked
+                  ? new StartPositionError(
+                      `Start positions were not resolved within ${limitMs} ms (onAssign hook and offset lookups)`,
+                      { topic: first.topic, partition: first.partition },
+                    )
+                  : new Error(`start offset lookup timed out after ${limitMs} ms`),
+              ),
+            limitMs,
+          );
+        }),
+      ]);
+    } catch (err) {
+      if (!hooked || err instanceof StartPositionError) throw err;
+      throw new StartPositionError(
+        `Could not resolve the start positions the onAssign hook asked for: ${errorMessage(err)}`,
+        { topic: first.topic, partition: first.partition },
+        { cause: err },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -779,7 +818,11 @@ export class ConsumerEngine implements ProcessorHost {
     const deadline = startedAt + total;
     const drainDeadline = deadline - commitReserve;
 
-    const drained = await this.waitUntil(() => controls.every((c) => c.isDrained), drainDeadline);
+    // Streams replaced by a seek of these partitions still running aborted handlers count too.
+    const drained = await this.waitUntil(
+      () => controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0,
+      drainDeadline,
+    );
     const stragglers = controls.filter((c) => !c.isDrained);
     const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
     const stuck = stragglers.map((c) => c.describe());
@@ -1102,53 +1145,94 @@ export class ConsumerEngine implements ProcessorHost {
    */
   async seek(tp: TopicPartition, position: StartPosition): Promise<number> {
     const key = tpKey(tp.topic, tp.partition);
-    const old = this.owned.get(key);
-    if (this.state.kind !== 'running' || old === undefined || !old.active) {
-      throw new NotAssignedError(
-        `Cannot seek ${tp.topic}[${tp.partition}]: this consumer does not own it right now`,
-        { topic: tp.topic, partition: tp.partition },
-      );
+    const owner = this.owned.get(key);
+    const notOwned = (why: string): NotAssignedError =>
+      new NotAssignedError(`Cannot seek ${tp.topic}[${tp.partition}]: ${why}`, {
+        topic: tp.topic,
+        partition: tp.partition,
+      });
+    if (this.state.kind !== 'running' || owner === undefined || !owner.active) {
+      throw notOwned('this consumer does not own it right now');
     }
     const offset = await this.resolvePosition(tp, position);
-    if (this.owned.get(key) !== old || !old.active) {
-      throw new NotAssignedError(
-        `Cannot seek ${tp.topic}[${tp.partition}]: it was revoked while the position was looked up`,
-        { topic: tp.topic, partition: tp.partition },
-      );
-    }
-    old.fence(`seek to ${offset}`);
-    const control = new PartitionControl(tp.topic, tp.partition, old.generation, key, this.onAck);
-    control.ledger.setStart(offset);
-    const filter = {
-      start: offset,
-      oldLast: old.ledger.lastDeliveredOffset,
-      untilSeq: Number.POSITIVE_INFINITY,
-      legit: false,
-    };
-    control.seekFilter = filter;
-    this.owned.set(key, control);
-    this.lastControl = undefined;
-    this.lastPartition = -1;
-    if (old.paused && !this.userPaused.has(key)) {
-      try {
-        this.client.raw.resume([{ topic: tp.topic, partition: tp.partition }]);
-      } catch (err) {
-        this.logger.debug({ err }, 'resume after seek failed');
-      }
-    }
-    this.logger.info(
-      { topic: tp.topic, partition: tp.partition, generation: old.generation, offset, position },
-      'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
-    );
-    this.partitionStreams.next(control);
-    await this.client.seek(
-      { topic: tp.topic, partition: tp.partition, offset },
-      this.settings.commitTimeoutMs,
-    );
-    // Consume calls that begin from now on only return records of the new position.
-    filter.untilSeq = this.consumeSeq + 1;
-    this.notifyChanged();
+    // The native seek runs between two consume calls (see the loop): librdkafka then bumps the
+    // partition's version and resets its position, so every later consume call returns only
+    // records of the new position — no stale record can reach the new stream.
+    await new Promise<void>((resolve, reject) => {
+      this.pendingSeeks.push({ key, tp, offset, position, resolve, reject, notOwned });
+      this.notifyChanged();
+    });
     return offset;
+  }
+
+  /** Applies the seeks requested since the last consume call; only the loop calls it. */
+  private async applySeeks(): Promise<void> {
+    const seeks = this.pendingSeeks.splice(0);
+    for (const s of seeks) {
+      const old = this.owned.get(s.key);
+      if (old === undefined || !old.active || this.state.kind !== 'running') {
+        s.reject(s.notOwned('it was revoked before the seek could be applied'));
+        continue;
+      }
+      try {
+        await this.client.seek(
+          { topic: s.tp.topic, partition: s.tp.partition, offset: s.offset },
+          this.settings.commitTimeoutMs,
+        );
+      } catch (err) {
+        // Nothing changed: the old stream goes on from where it was.
+        s.reject(err instanceof Error ? err : new Error(String(err)));
+        continue;
+      }
+      if (this.owned.get(s.key) !== old || !old.active) {
+        s.reject(s.notOwned('it was revoked while the seek was applied'));
+        continue;
+      }
+      old.fence(`seek to ${s.offset}`);
+      this.retire(old);
+      const control = new PartitionControl(
+        s.tp.topic,
+        s.tp.partition,
+        old.generation,
+        s.key,
+        this.onAck,
+      );
+      control.ledger.setStart(s.offset);
+      this.owned.set(s.key, control);
+      this.lastControl = undefined;
+      this.lastPartition = -1;
+      if (old.paused && !this.userPaused.has(s.key)) {
+        try {
+          this.client.raw.resume([{ topic: s.tp.topic, partition: s.tp.partition }]);
+        } catch (err) {
+          this.logger.debug({ err }, 'resume after seek failed');
+        }
+      }
+      this.partitionLogger(control).info(
+        { offset: s.offset, position: s.position },
+        'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
+      );
+      this.partitionStreams.next(control);
+      s.resolve();
+    }
+    this.notifyChanged();
+  }
+
+  /**
+   * A stream replaced by a seek, whose aborted handlers may still run: revokes and close wait for
+   * them (within their deadlines) before releasing the partition.
+   */
+  private retire(control: PartitionControl): void {
+    // Its `drained` promise resolved when it was fenced; `isDrained` turns true only once its
+    // pipeline finished (the aborted handlers returned).
+    if (!control.isDrained) this.retired.add(control);
+  }
+
+  /** Streams retired by a seek of one of these partitions and still running. */
+  private retiredOf(partitions: readonly TopicPartition[]): PartitionControl[] {
+    const keys = new Set(partitions.map((p) => tpKey(p.topic, p.partition)));
+    for (const c of this.retired) if (c.isDrained) this.retired.delete(c);
+    return [...this.retired].filter((c) => keys.has(c.key));
   }
 
   /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
@@ -1545,7 +1629,11 @@ export class ConsumerEngine implements ProcessorHost {
       // Keep polling until librdkafka has nothing assigned and no rebalance is being handled
       // (a pending assign is answered, then revoked), so its close never waits on us.
       const released = await this.waitUntil(
-        () => this.owned.size === 0 && this.rebalanceTasks.size === 0 && this.assignmentEmpty(),
+        () =>
+          this.owned.size === 0 &&
+          this.rebalanceTasks.size === 0 &&
+          this.assignmentEmpty() &&
+          [...this.retired].every((c) => c.isDrained),
         deadline - 2000,
         50,
       );
@@ -1560,6 +1648,9 @@ export class ConsumerEngine implements ProcessorHost {
       await this.waitUntil(() => this.commitInFlight === undefined, deadline);
     this.looping = false;
     await this.loopDone;
+    for (const pending of this.pendingSeeks.splice(0)) {
+      pending.reject(pending.notOwned('the consumer closed before the seek could be applied'));
+    }
     this.disconnecting = true;
     for (const c of this.owned.values()) c.fence('consumer closed');
     await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 1000));

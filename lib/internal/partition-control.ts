@@ -40,12 +40,6 @@ export class PartitionControl implements PartitionStream {
   lastCommitted: number | undefined;
   /** Paused by the library for backpressure. */
   paused = false;
-  /**
-   * Set on the stream a `seek()` created: until its first message from after the seek arrives,
-   * messages of consume calls that began before the seek completed may be stale (fetched from the
-   * old position) and are told apart by offset. `untilSeq` is the first consume call known clean.
-   */
-  seekFilter: { start: number; oldLast: number; untilSeq: number; legit: boolean } | undefined;
 
   constructor(
     readonly topic: string,

@@ -31,6 +31,8 @@ export interface FakeOptions {
   /** Consume calls before a commit result is delivered. @default 1 */
   commitLatencyPolls?: number;
   connectError?: string;
+  /** Makes seek() fail with this message. */
+  seekError?: string;
   /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
   connectErrorEvents?: Error[];
 }
@@ -346,8 +348,15 @@ export class FakeConsumer extends EventEmitter {
   /** Moves the fetch position of an assigned partition (as librdkafka, purging what was fetched). */
   seek(tp: TopicPartitionOffset, _timeout: number, cb: (err?: Error) => void): this {
     this.calls.push({ op: 'seek', partitions: [`${key(tp)}@${tp.offset}`] });
-    const assigned = this.assignment.some((a) => key(a) === key(tp));
-    if (assigned) this.fetchPos.set(key(tp), tp.offset);
+    const assigned = this.assignment.some((a) => key(a) === key(tp)) && !this.options.seekError;
+    if (this.options.seekError) {
+      setImmediate(() => cb(new Error(this.options.seekError)));
+      return this;
+    }
+    if (assigned) {
+      this.fetchPos.set(key(tp), tp.offset);
+      this.appPos.delete(key(tp)); // librdkafka resets the position until a record is consumed
+    }
     setImmediate(() => (assigned ? cb() : cb(new Error('Local: Erroneous state'))));
     return this;
   }
