@@ -97,6 +97,15 @@ export interface ReactiveConsumerOptions {
   onAssign?: (
     partition: AssignedPartition,
   ) => StartPosition | undefined | Promise<StartPosition | undefined>;
+  /**
+   * Remember offsets finished out of order (`ordering: 'key' | 'none'`) above the committed one, so
+   * that after a rebalance or a restart the next owner skips them instead of redoing them. Kept in
+   * a compacted topic owned by the library (one record per group and partition, written and
+   * confirmed before each commit); `maxRuns` caps a partition's memory (runs of consecutive
+   * offsets; past it, the highest are forgotten and redone).
+   * @default false; `true` = `{ topic: 'reactive-rdkafka.completed-offsets', maxRuns: 512 }`
+   */
+  rememberCompleted?: boolean | { topic?: string; maxRuns?: number };
 }
 
 /** The library's tuning options with every default applied. */
@@ -123,6 +132,8 @@ export interface ConsumerSettings {
   readonly resumeThreshold: number;
   /** The start-position hook, if any (see {@link ReactiveConsumerOptions.onAssign}). */
   readonly onAssign: ReactiveConsumerOptions['onAssign'];
+  /** Completed-offset memory, if enabled (see {@link ReactiveConsumerOptions.rememberCompleted}). */
+  readonly rememberCompleted: { readonly topic: string; readonly maxRuns: number } | undefined;
 }
 
 /** librdkafka's default `max.poll.interval.ms`. */
@@ -333,7 +344,60 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     maxBufferedBytes: positiveInt(opts, 'maxBufferedBytes', DEFAULTS.maxBufferedBytes),
     resumeThreshold,
     onAssign: resolveOnAssign(options.onAssign),
+    rememberCompleted: resolveRememberCompleted(options.rememberCompleted),
   };
+}
+
+/** Defaults of the completed-offset memory. */
+export const REMEMBER_COMPLETED_DEFAULTS = {
+  topic: 'reactive-rdkafka.completed-offsets',
+  maxRuns: 512,
+} as const;
+
+function resolveRememberCompleted(
+  value: unknown,
+): { readonly topic: string; readonly maxRuns: number } | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return { ...REMEMBER_COMPLETED_DEFAULTS };
+  if (typeof value !== 'object' || value === null) {
+    fail('rememberCompleted', 'a boolean or { topic?, maxRuns? }', value);
+  }
+  const v = value as { topic?: unknown; maxRuns?: unknown };
+  const topic = v.topic ?? REMEMBER_COMPLETED_DEFAULTS.topic;
+  if (typeof topic !== 'string' || !/^[a-zA-Z0-9._-]{1,249}$/.test(topic)) {
+    fail('rememberCompleted.topic', 'a valid topic name', topic);
+  }
+  const maxRuns = v.maxRuns ?? REMEMBER_COMPLETED_DEFAULTS.maxRuns;
+  if (
+    typeof maxRuns !== 'number' ||
+    !Number.isInteger(maxRuns) ||
+    maxRuns < 1 ||
+    maxRuns > 100_000
+  ) {
+    fail('rememberCompleted.maxRuns', 'an integer in [1, 100000]', maxRuns);
+  }
+  return { topic, maxRuns };
+}
+
+/** Consumer settings a helper client (producer, reader) inherits: connection and security. */
+export function connectionSettings(globalConfig: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(globalConfig)) {
+    if (
+      [
+        'bootstrap.servers',
+        'metadata.broker.list',
+        'security.protocol',
+        'client.id',
+        'client.rack',
+        'broker.address.family',
+      ].includes(key) ||
+      ['sasl.', 'ssl.', 'socket.'].some((p) => key.startsWith(p))
+    ) {
+      out[key] = value;
+    }
+  }
+  return out;
 }
 
 function resolveOnAssign(hook: unknown): ReactiveConsumerOptions['onAssign'] {

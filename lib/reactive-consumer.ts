@@ -4,6 +4,7 @@ import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
 import { AlreadySubscribedError, ClosedError, ConfigError } from './errors';
 import { ConsumerEngine } from './internal/consumer-engine';
+import type { CompletedStore } from './internal/completed-store';
 import { DeadLetterWriter } from './internal/dead-letter';
 import type { ProducerFactory } from './internal/dead-letter';
 import { FairLimiter } from './internal/fair-limiter';
@@ -38,6 +39,8 @@ import type {
 export interface ReactiveConsumerInternals {
   consumerFactory?: ConsumerFactory;
   producerFactory?: ProducerFactory;
+  /** Replaces the Kafka-backed completed-offset store. */
+  storeFactory?: (settings: ConsumerSettings) => CompletedStore;
   /** Source of retry jitter. */
   random?: () => number;
 }
@@ -96,7 +99,12 @@ export class ReactiveConsumer {
     this.settings = resolveSettings(options);
     const base = options.logger ?? defaultLogger();
     this.logger = base.child({ component: 'reactive-rdkafka', group: this.settings.groupId });
-    this.engine = new ConsumerEngine(this.settings, this.logger, internals.consumerFactory);
+    this.engine = new ConsumerEngine(
+      this.settings,
+      this.logger,
+      internals.consumerFactory,
+      internals.storeFactory,
+    );
     this.rebalances$ = this.engine.rebalances.asObservable();
     this.events$ = this.engine.events.asObservable();
     this.observability = new ConsumerObservability(this.engine, this.settings, this.logger);

@@ -29,6 +29,9 @@ import type { EngineObserver } from './engine-observer';
 import { toKafkaMessage } from './message';
 import { PartitionControl } from './partition-control';
 import type { FailureCounters, ProcessorHost } from './processor';
+import { KafkaCompletedStore } from './completed-store';
+import type { CompletedStore } from './completed-store';
+import { connectionSettings } from '../config';
 import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
 import {
   Code,
@@ -121,6 +124,12 @@ export class ConsumerEngine implements ProcessorHost {
   }[] = [];
   /** Streams replaced by a seek whose aborted handlers have not finished yet. */
   private readonly retired = new Set<PartitionControl>();
+  /** Completed-offset memory (`rememberCompleted`). */
+  private readonly store: CompletedStore | undefined;
+  /** Memories loaded for the assignment being applied, by partition. */
+  private readonly loadedMemories = new Map<string, readonly number[]>();
+  /** Messages skipped because a previous owner had finished them. */
+  redoneAvoided = 0;
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
@@ -164,7 +173,23 @@ export class ConsumerEngine implements ProcessorHost {
     private readonly settings: ConsumerSettings,
     private readonly logger: Logger,
     factory: ConsumerFactory = defaultConsumerFactory,
+    storeFactory?: (settings: ConsumerSettings) => CompletedStore,
   ) {
+    const memory = settings.rememberCompleted;
+    if (memory !== undefined) {
+      this.store =
+        storeFactory?.(settings) ??
+        new KafkaCompletedStore(
+          {
+            topic: memory.topic,
+            group: settings.groupId,
+            maxRuns: memory.maxRuns,
+            connection: connectionSettings(settings.globalConfig as Record<string, unknown>),
+            timeoutMs: settings.commitTimeoutMs,
+          },
+          logger.child({ component: 'completed-offsets' }),
+        );
+    }
     this.client = new ConsumerClient(
       settings,
       logger,
@@ -314,6 +339,12 @@ export class ConsumerEngine implements ProcessorHost {
         );
         continue;
       }
+      if (control.skip?.has(m.offset)) {
+        // A previous owner finished it (completed-offset memory): count it done, don't redo it.
+        control.skipCompleted(m.offset);
+        this.redoneAvoided += 1;
+        continue;
+      }
       control.push(toKafkaMessage(m, control.generation, control.signal));
       this.observer.received(m.topic, m.partition);
       if (
@@ -407,24 +438,29 @@ export class ConsumerEngine implements ProcessorHost {
     if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
     this.lastCommitAt = now;
     const batch: { control: PartitionControl; offset: number }[] = [];
+    /** Streams whose completed-offset memory is to be written (with the offset it belongs to). */
+    const remembered: { control: PartitionControl; offset: number }[] = [];
     for (const control of this.owned.values()) {
       // Partitions being revoked get their final commit from the revoke protocol. A partition
       // that delivered nothing yet commits its chosen start (onAssign, seek, reset to latest).
       if (!control.active) continue;
       const offset = control.ledger.committable();
-      if (offset === undefined || offset === control.lastCommitted) continue;
-      batch.push({ control, offset });
+      if (offset === undefined) continue;
+      if (offset !== control.lastCommitted) batch.push({ control, offset });
+      else if (this.store && control.lastCommitted !== undefined)
+        remembered.push({ control, offset });
     }
-    if (batch.length === 0) return;
+    if (batch.length === 0 && remembered.length === 0) return;
     const offsets = batch.map(({ control, offset }) => ({
       topic: control.topic,
       partition: control.partition,
       offset,
     }));
     const sentAt = Date.now();
-    this.commitInFlight = this.client
-      .commit(offsets)
+    this.commitInFlight = this.saveMemories([...batch, ...remembered])
+      .then(() => this.client.commit(offsets))
       .then(() => {
+        if (offsets.length === 0) return; // only a memory was written
         this.lastProgressAt = Date.now();
         this.observer.commit('periodic', offsets, Date.now() - sentAt);
         for (const { control, offset } of batch) {
@@ -497,7 +533,7 @@ export class ConsumerEngine implements ProcessorHost {
     if (
       partitions.length === 0 ||
       this.disconnecting ||
-      (this.settings.onAssign === undefined && !this.resetsToLatest())
+      (this.settings.onAssign === undefined && !this.resetsToLatest() && !this.store)
     ) {
       this.applyAssign(generation, partitions, new Map());
       return;
@@ -588,6 +624,7 @@ export class ConsumerEngine implements ProcessorHost {
   ): Promise<Map<string, number>> {
     const starts = new Map<string, number>();
     const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
+    if (this.store) await this.loadMemories(partitions, committed);
     const hook = this.settings.onAssign;
     await Promise.all(
       partitions.map(async (tp) => {
@@ -620,6 +657,80 @@ export class ConsumerEngine implements ProcessorHost {
       }),
     );
     return starts;
+  }
+
+  /**
+   * Loads the completed-offset memories of partitions being assigned. A memory applies only while
+   * the committed offset is the one it was written for; anything else (a failed commit after the
+   * write, offsets reset by an operator) is ignored, and the work is redone rather than skipped.
+   */
+  private async loadMemories(
+    partitions: TopicPartition[],
+    committed: { topic: string; partition: number; offset?: number }[],
+  ): Promise<void> {
+    for (const tp of partitions) this.loadedMemories.delete(tpKey(tp.topic, tp.partition));
+    let memories: Map<string, { base: number; completed: readonly number[] }>;
+    try {
+      memories = await (this.store as CompletedStore).load(partitions);
+    } catch (err) {
+      this.logger.warn(
+        { err, partitions },
+        'could not read the completed-offset memory: work finished out of order by the previous owner will be redone (duplicates)',
+      );
+      return;
+    }
+    for (const tp of partitions) {
+      const key = tpKey(tp.topic, tp.partition);
+      const memory = memories.get(key);
+      const c = committed.find((x) => x.topic === tp.topic && x.partition === tp.partition)?.offset;
+      if (!memory || memory.completed.length === 0) continue;
+      if (typeof c !== 'number' || c !== memory.base) {
+        this.logger.info(
+          { topic: tp.topic, partition: tp.partition, memoryBase: memory.base, committed: c },
+          'completed-offset memory belongs to another committed offset: ignored',
+        );
+        continue;
+      }
+      this.loadedMemories.set(key, memory.completed);
+    }
+  }
+
+  /**
+   * Writes the completed-offset memory of streams about to be committed, and waits for the
+   * broker's confirmation: a memory must never be newer than nothing, nor a commit run ahead of
+   * its memory. A failed write is logged; the commit goes ahead (the memory then no longer
+   * matches the committed offset and is ignored: duplicates, never a skip).
+   */
+  private async saveMemories(
+    batch: { control: PartitionControl; offset: number }[],
+  ): Promise<void> {
+    const store = this.store;
+    if (!store) return;
+    const entries: (TopicPartition & { base: number; completed: number[] })[] = [];
+    const written: PartitionControl[] = [];
+    const signatures: string[] = [];
+    for (const { control, offset } of batch) {
+      const completed = control.ledger.completedAbove(Number.MAX_SAFE_INTEGER);
+      if (completed.length === 0 && !control.memoryWritten) continue;
+      const signature = `${offset}:${completed.length}:${completed[completed.length - 1] ?? -1}`;
+      if (signature === control.memorySignature) continue; // unchanged since the last write
+      entries.push({ topic: control.topic, partition: control.partition, base: offset, completed });
+      written.push(control);
+      signatures.push(signature);
+    }
+    if (entries.length === 0) return;
+    try {
+      await store.save(entries);
+      written.forEach((c, i) => {
+        c.memoryWritten = (entries[i]?.completed.length ?? 0) > 0;
+        c.memorySignature = signatures[i];
+      });
+    } catch (err) {
+      this.logger.warn(
+        { err, partitions: list(written) },
+        'could not write the completed-offset memory: the next owner will redo work finished out of order (duplicates)',
+      );
+    }
   }
 
   /** The offset a {@link StartPosition} stands for now. */
@@ -716,6 +827,11 @@ export class ConsumerEngine implements ProcessorHost {
       const control = new PartitionControl(tp.topic, tp.partition, generation, key, this.onAck);
       const start = starts.get(key);
       if (start !== undefined) control.ledger.setStart(start);
+      const remembered = this.loadedMemories.get(key);
+      if (remembered) {
+        control.skip = new Set(remembered);
+        this.loadedMemories.delete(key);
+      }
       this.owned.set(key, control);
       controls.push(control);
     }
@@ -956,8 +1072,11 @@ export class ConsumerEngine implements ProcessorHost {
   ): Promise<PartitionCommitResult[]> {
     const results = new Map<PartitionControl, PartitionCommitResult>();
     const toCommit: { control: PartitionControl; offset: number }[] = [];
+    const unchanged: { control: PartitionControl; offset: number }[] = [];
     for (const c of controls) {
       const offset = c.ledger.committable();
+      if (offset !== undefined && offset === c.lastCommitted)
+        unchanged.push({ control: c, offset });
       if (offset === undefined || offset === c.lastCommitted) {
         results.set(c, {
           topic: c.topic,
@@ -969,6 +1088,8 @@ export class ConsumerEngine implements ProcessorHost {
         toCommit.push({ control: c, offset });
       }
     }
+    // The memory of work finished out of order goes first (confirmed), then the commit.
+    await this.saveMemories([...toCommit, ...unchanged]);
     let attempt = 0;
     while (toCommit.length > 0) {
       attempt += 1;
@@ -1654,6 +1775,7 @@ export class ConsumerEngine implements ProcessorHost {
     this.disconnecting = true;
     for (const c of this.owned.values()) c.fence('consumer closed');
     await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 1000));
+    await this.store?.close().catch(() => undefined);
     for (const c of this.owned.values()) c.release();
     this.owned.clear();
     this.state = { kind: 'closed' };

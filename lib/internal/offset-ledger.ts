@@ -109,6 +109,18 @@ export class OffsetLedger {
     return this.lastDelivered >= 0;
   }
 
+  /**
+   * Offsets finished out of order above the committable one (ascending, at most `max`): the work a
+   * new owner would redo if it started from the committed offset.
+   */
+  completedAbove(max: number): number[] {
+    const out: number[] = [];
+    for (let i = this.head; i < this.offsets.length && out.length < max; i++) {
+      if (this.done[i]) out.push(this.offsets[i] as number);
+    }
+    return out;
+  }
+
   /** Sets the start position (used when it becomes known after assignment). */
   setStart(start: number): void {
     if (this.start === undefined) this.start = start;

@@ -40,6 +40,12 @@ export class PartitionControl implements PartitionStream {
   lastCommitted: number | undefined;
   /** Paused by the library for backpressure. */
   paused = false;
+  /** Offsets a previous owner already finished (completed-offset memory): skipped, not redone. */
+  skip: Set<number> | undefined;
+  /** Whether the last memory written for this stream was non-empty (an empty one must follow). */
+  memoryWritten = false;
+  /** What the last written memory said (base, size, last offset), to skip unchanged rewrites. */
+  memorySignature: string | undefined;
 
   constructor(
     readonly topic: string,
@@ -100,6 +106,20 @@ export class PartitionControl implements PartitionStream {
     this.bufferedBytes += message.size;
     if (this.subscriber) this.subscriber.next(message);
     else this.pendingBeforeSubscribe.push(message);
+    return true;
+  }
+
+  /**
+   * Counts a message a previous owner already finished as done without handing it to the
+   * pipeline. Returns false unless the partition is active.
+   */
+  skipCompleted(offset: number): boolean {
+    if (this.state_ !== 'active') return false;
+    this.skip?.delete(offset);
+    if (this.skip?.size === 0) this.skip = undefined;
+    this.ledger.deliver(offset);
+    this.ledger.complete(offset);
+    this.onChange(this);
     return true;
   }
 
