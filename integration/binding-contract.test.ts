@@ -199,4 +199,30 @@ describe('node-rdkafka contract (real broker)', function () {
     assert.notEqual(outcomes.offsetsStore, 'ok', JSON.stringify(outcomes));
     assert.equal(outcomes.unassign, 'ok');
   });
+
+  it('neither sends nor returns commit metadata (node-rdkafka 3.x): the completed-offset memory needs its own topic', async () => {
+    const topic = uniqueName('contract-metadata');
+    await createTopic(topic, 1);
+    const c = new Kafka.KafkaConsumer(
+      {
+        'bootstrap.servers': BROKERS,
+        'group.id': uniqueName('contract'),
+        'enable.auto.commit': false,
+      },
+      {},
+    );
+    await connect(c);
+    try {
+      c.commitSync([{ topic, partition: 0, offset: 0, metadata: 'remember-me' } as never]);
+      const got = await new Promise<Record<string, unknown>[]>((resolve, reject) =>
+        c.committed([{ topic, partition: 0 }], 10_000, (err, r) =>
+          err ? reject(err) : resolve(r as unknown as Record<string, unknown>[]),
+        ),
+      );
+      assert.equal(got[0]?.offset, 0, 'the offset itself is committed');
+      assert.notEqual(got[0]?.metadata, 'remember-me', JSON.stringify(got));
+    } finally {
+      await new Promise<void>((r) => c.disconnect(() => r()));
+    }
+  });
 });

@@ -36,6 +36,10 @@ export interface ChaosOptions {
   freeze?: { afterMs: number; forMs: number };
   /** Handlers per partition in each worker. @default 2 */
   partitionConcurrency?: number;
+  /** `process()` ordering (default: the library's). */
+  ordering?: 'partition' | 'key' | 'none';
+  /** Turn the completed-offset memory on. */
+  rememberCompleted?: boolean;
   /** One message's handler hangs past the drain deadline. */
   stuck?: { key: string; ms: number; drainTimeoutMs: number };
   /** Kill one broker of a three-node cluster mid-run and bring it back. */
@@ -116,6 +120,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         CHAOS_LOG: log,
         CHAOS_SEED: String(o.seed * 1000 + slot * 100 + life),
         CHAOS_PARTITION_CONCURRENCY: String(o.partitionConcurrency ?? 2),
+        ...(o.ordering ? { CHAOS_ORDERING: o.ordering } : {}),
+        ...(o.rememberCompleted ? { CHAOS_REMEMBER_COMPLETED: '1' } : {}),
         ...(o.stuck
           ? {
               CHAOS_STUCK_KEY: o.stuck.key,
@@ -190,7 +196,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
       for (let life = 0; life < o.restartsPerWorker; life++) {
         const run = start(slot, life);
         const lifetime = o.minLifeMs + random() * (o.maxLifeMs - o.minLifeMs);
-        if (o.freeze && slot === 0 && life === 1) {
+        // The first life: the backlog is certainly not consumed yet, so the frozen worker owns
+        // partitions with work in flight (later, a fast group may have finished it all).
+        if (o.freeze && slot === 0 && life === 0) {
           await sleep(o.freeze.afterMs);
           // Freeze it while it owns partitions, or the variant proves little.
           const ownsBy = Date.now() + 20_000;

@@ -69,6 +69,27 @@ describe('rebalance chaos (real broker)', function () {
       await runChaos(options('crash-kip848', PROTOCOLS[2]![1], { killEvery: 2 }));
     });
 
+    it("ordering 'key' with the completed-offset memory: graceful restarts lose nothing and duplicate nothing", async () => {
+      await runChaos(
+        options('graceful-key-memory', PROTOCOLS[1]![1], {
+          partitionConcurrency: 4,
+          ordering: 'key',
+          rememberCompleted: true,
+        }),
+      );
+    });
+
+    it("ordering 'key' with the completed-offset memory: SIGKILLed workers lose nothing", async () => {
+      await runChaos(
+        options('crash-key-memory', PROTOCOLS[2]![1], {
+          killEvery: 2,
+          partitionConcurrency: 4,
+          ordering: 'key',
+          rememberCompleted: true,
+        }),
+      );
+    });
+
     it('frozen member: a worker stopped past its session timeout sees its partitions lost and carries on', async () => {
       await runChaos(
         options('frozen-cooperative', PROTOCOLS[1]![1], {

@@ -6,7 +6,8 @@
  *
  * Settings come from the environment (see the driver): CHAOS_BROKERS, CHAOS_TOPIC, CHAOS_GROUP,
  * CHAOS_CONFIG (JSON librdkafka settings), CHAOS_OUT, CHAOS_LOG, CHAOS_SEED, CHAOS_STUCK_KEY,
- * CHAOS_STUCK_MS, CHAOS_DRAIN_TIMEOUT_MS.
+ * CHAOS_STUCK_MS, CHAOS_DRAIN_TIMEOUT_MS, CHAOS_PARTITION_CONCURRENCY, CHAOS_ORDERING,
+ * CHAOS_REMEMBER_COMPLETED.
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import type { PathLike } from 'node:fs';
@@ -57,6 +58,9 @@ const consumer = new ReactiveConsumer({
   logger,
   commitIntervalMs: 500,
   ...(drainTimeoutMs === undefined ? {} : { drainTimeoutMs }),
+  ...(process.env.CHAOS_REMEMBER_COMPLETED === '1'
+    ? { rememberCompleted: { topic: `${env('CHAOS_TOPIC')}.completed` } }
+    : {}),
 });
 
 consumer.rebalances$.subscribe((e) => {
@@ -99,21 +103,24 @@ process.on('SIGTERM', () => {
 
 writeSync(out, `E ready ${Date.now()}\n`);
 const partitionConcurrency = Number(process.env.CHAOS_PARTITION_CONCURRENCY ?? 2);
-consumer.process(handle, { concurrency: 16, partitionConcurrency }).subscribe({
-  error: (err: unknown) => {
-    logger.error({ err }, 'pipeline failed');
-    closeSync(out);
-    process.exit(1);
-  },
-  complete: () => {
-    // The library's own counters, for the driver to check against the records above.
-    const m = consumer.metrics();
-    writeSync(
-      out,
-      `M ${JSON.stringify({ processed: m.messages.processed, failed: m.messages.failed, revokes: m.rebalances.revokes, losses: m.rebalances.losses, stalls: m.stalls, commitsOk: m.commits.ok })}\n`,
-    );
-    logger.info('closed cleanly');
-    closeSync(out);
-    process.exit(0);
-  },
-});
+const ordering = process.env.CHAOS_ORDERING as 'partition' | 'key' | 'none' | undefined;
+consumer
+  .process(handle, { concurrency: 16, partitionConcurrency, ...(ordering ? { ordering } : {}) })
+  .subscribe({
+    error: (err: unknown) => {
+      logger.error({ err }, 'pipeline failed');
+      closeSync(out);
+      process.exit(1);
+    },
+    complete: () => {
+      // The library's own counters, for the driver to check against the records above.
+      const m = consumer.metrics();
+      writeSync(
+        out,
+        `M ${JSON.stringify({ processed: m.messages.processed, failed: m.messages.failed, revokes: m.rebalances.revokes, losses: m.rebalances.losses, stalls: m.stalls, commitsOk: m.commits.ok })}\n`,
+      );
+      logger.info('closed cleanly');
+      closeSync(out);
+      process.exit(0);
+    },
+  });
