@@ -7,6 +7,7 @@ import { contender } from './contenders';
 import { Meter } from './meter';
 import type { ChildMessage, Task } from './tasks';
 import { runJoin } from './scenarios/join-stall';
+import { runOrdering } from './scenarios/ordering';
 import { runMemory } from './scenarios/backlog-memory';
 import { runRevoke } from './scenarios/revoke';
 
@@ -64,6 +65,8 @@ async function main(): Promise<void> {
       return sendNow({ type: 'result', result: await runJoin(task, send) });
     case 'memory':
       return sendNow({ type: 'result', result: await runMemory(task, send) });
+    case 'ordering':
+      return sendNow({ type: 'result', result: await runOrdering(task, send) });
   }
 }
 

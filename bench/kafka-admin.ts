@@ -132,6 +132,8 @@ export async function fillTopic(
   valueBytes: number,
   seed: number,
   onProgress: FillProgress = () => undefined,
+  /** Distinct keys (`k<i mod keys>`); by default every record has its own key. */
+  keys?: number,
 ): Promise<void> {
   const random = seededRandom(seed);
   const pool = Buffer.alloc(valueBytes + 4096);
@@ -165,7 +167,7 @@ export async function fillTopic(
             topic,
             i % partitions,
             pool.subarray(start, start + valueBytes),
-            String(i),
+            keys === undefined ? String(i) : `k${i % keys}`,
           );
           break;
         } catch (err) {

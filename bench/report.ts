@@ -270,6 +270,28 @@ export function renderMarkdown(results: BenchResults): string {
   } else {
     md.push(`Not measured: ${mem?.error ?? 'skipped'}.`, '');
   }
+  const ord = results.ordering;
+  if (ord) {
+    md.push(
+      '## Ordering modes',
+      '',
+      `\`process()\` on one partition holding ${formatInt(ord.runs[0]?.result?.messages ?? 0)} messages over ${ord.keys} keys, each handler`,
+      `taking a seeded random 0–${ord.maxLatencyMs} ms (the shape of Confluent Parallel Consumer's published benchmark).`,
+      `\`'partition'\` runs one message at a time; \`'key'\` and \`'none'\` use \`partitionConcurrency: ${ord.partitionConcurrency}\`.`,
+      '',
+      '| ordering | msg/s | × partition | max in flight | time |',
+      '| --- | --: | --: | --: | --: |',
+    );
+    const base = ord.runs.find((r) => r.ordering === 'partition')?.result?.msgPerSec;
+    for (const r of ord.runs) {
+      md.push(
+        r.result
+          ? `| \`${r.ordering}\` | ${formatInt(r.result.msgPerSec)} | ${base ? ratio(r.result.msgPerSec / base) : '–'} | ${r.result.maxInFlight} | ${formatDuration(r.result.durationMs)} |`
+          : `| \`${r.ordering}\` | failed: ${r.error ?? '?'} | | | |`,
+      );
+    }
+    md.push('');
+  }
   md.push(
     '## Reproduce',
     '',
@@ -311,6 +333,11 @@ export function renderSummary(results: BenchResults): string {
   for (const j of summarizeJoin(results)) {
     lines.push(
       `  ${j.client.padEnd(17)} ${PROTOCOL_LABELS[j.protocol].padEnd(36)} ${list(j.stallMs)} (${list(j.baselineGapMs)}), ${list(j.partitionPauseMs)} (${list(j.baselinePartitionPauseMs)}), dup ${j.duplicates}, lost ${j.losses}${j.errors.length ? `, failed: ${j.errors.join('; ')}` : ''}`,
+    );
+  }
+  for (const r of results.ordering?.runs ?? []) {
+    lines.push(
+      `Ordering ${r.ordering.padEnd(9)} ${r.result ? `${formatInt(r.result.msgPerSec)} msg/s, max in flight ${r.result.maxInFlight}` : `failed: ${r.error ?? '?'}`}`,
     );
   }
   const mem = results.memory?.result;

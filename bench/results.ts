@@ -4,7 +4,7 @@ import type { ThroughputResult } from './meter';
 import type { PeerStatus } from './peers';
 import type { DataSet, Mode, ProtocolName } from './settings';
 import { median, percentile } from './stats';
-import type { JoinResult, MemoryResult, RevokeResult } from './tasks';
+import type { JoinResult, MemoryResult, OrderingResult, RevokeResult } from './tasks';
 
 export interface ContenderEntry {
   id: ContenderId;
@@ -44,6 +44,13 @@ export interface BenchResults {
   }[];
   joinSettings: { members: number; rate: number; settleMs: number; observeMs: number };
   revokeSettings: { cycles: number; backlog: number; handlerMs: [number, number] };
+  ordering?: {
+    topic: string;
+    keys: number;
+    maxLatencyMs: number;
+    partitionConcurrency: number;
+    runs: { ordering: string; result?: OrderingResult; error?: string }[];
+  };
   memory?: {
     topic: string;
     backlog: number;

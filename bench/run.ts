@@ -13,7 +13,7 @@ import { join, relative } from 'node:path';
 import * as Kafka from 'node-rdkafka';
 import { seededRandom } from '../integration/helpers/random';
 import { CONTENDERS } from './contenders';
-import { ensureFilledTopic } from './kafka-admin';
+import { createTopic, deleteTopic, ensureFilledTopic, fillTopic } from './kafka-admin';
 import { CKJS_STATUS, PEER_PACKAGES, packageVersion, peerStatus } from './peers';
 import type { PeerStatus } from './peers';
 import { Progress } from './progress';
@@ -360,7 +360,49 @@ async function main(): Promise<void> {
   };
   progress.done();
 
-  // 6. Results, report, charts.
+  // 6. Ordering modes on a keyed workload with per-message latency.
+  {
+    const o = settings.ordering;
+    const topic = `bench-ordering-1p-${o.messages}x${o.keys}k`;
+    progress.next(
+      `ordering modes: ${formatInt(o.messages)} messages, ${o.keys} keys, 0–${o.maxLatencyMs} ms each`,
+    );
+    await deleteTopic(BROKERS, topic).catch(() => undefined);
+    await createTopic(BROKERS, topic, 1);
+    await fillTopic(BROKERS, topic, 1, o.messages, 100, settings.seed, () => undefined, o.keys);
+    results.ordering = {
+      topic,
+      keys: o.keys,
+      maxLatencyMs: o.maxLatencyMs,
+      partitionConcurrency: o.partitionConcurrency,
+      runs: [],
+    };
+    for (const ordering of ['partition', 'key', 'none'] as const) {
+      progress.detail(ordering);
+      const run = await runChild(
+        {
+          kind: 'ordering',
+          brokers: BROKERS,
+          topic,
+          messages: o.messages,
+          ordering,
+          partitionConcurrency: o.partitionConcurrency,
+          maxLatencyMs: o.maxLatencyMs,
+          seed: settings.seed,
+        },
+        o.messages * o.maxLatencyMs + 120_000,
+        (m) => progress.detail(`${ordering}: ${formatInt(m.count)} processed`),
+      );
+      const result = run.result?.kind === 'ordering' ? run.result : undefined;
+      results.ordering.runs.push({
+        ordering,
+        ...(result ? { result } : { error: run.error ?? 'no result' }),
+      });
+    }
+    progress.done();
+  }
+
+  // 7. Results, report, charts.
   results.durationMs = Date.now() - t0;
   mkdirSync(RESULTS_DIR, { recursive: true });
   writeFileSync(join(RESULTS_DIR, 'results.json'), JSON.stringify(results, null, 2) + '\n');

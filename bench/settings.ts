@@ -45,6 +45,8 @@ export interface BenchSettings {
     repetitions: number;
   };
   memory: { sampleMs: number; intervalMs: number; handlerMs: number };
+  /** Ordering modes on a workload with per-message latency (Parallel Consumer's benchmark shape). */
+  ordering: { messages: number; keys: number; maxLatencyMs: number; partitionConcurrency: number };
 }
 
 export type ProtocolName = 'eager' | 'cooperative-sticky' | 'kip848';
@@ -82,6 +84,7 @@ export function benchSettings(mode: Mode, seed: number): BenchSettings {
         repetitions: 1,
       },
       memory: { sampleMs: 8_000, intervalMs: 250, handlerMs: 5 },
+      ordering: { messages: 1_000, keys: 100, maxLatencyMs: 5, partitionConcurrency: 16 },
     };
   }
   const kib = Number(process.env.BENCH_KIB_MESSAGES ?? 250_000);
@@ -121,6 +124,7 @@ export function benchSettings(mode: Mode, seed: number): BenchSettings {
       repetitions: 2,
     },
     memory: { sampleMs: 60_000, intervalMs: 500, handlerMs: 1 },
+    ordering: { messages: 10_000, keys: 100, maxLatencyMs: 5, partitionConcurrency: 16 },
   };
 }
 

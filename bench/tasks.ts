@@ -36,6 +36,16 @@ export type Task =
       seed: number;
     }
   | {
+      kind: 'ordering';
+      brokers: string;
+      topic: string;
+      messages: number;
+      ordering: 'partition' | 'key' | 'none';
+      partitionConcurrency: number;
+      maxLatencyMs: number;
+      seed: number;
+    }
+  | {
       kind: 'memory';
       brokers: string;
       topic: string;
@@ -94,8 +104,22 @@ export interface MemoryResult {
   processed: number;
 }
 
+export interface OrderingResult {
+  kind: 'ordering';
+  ordering: 'partition' | 'key' | 'none';
+  messages: number;
+  durationMs: number;
+  msgPerSec: number;
+  /** Most handlers seen running at once (one partition). */
+  maxInFlight: number;
+}
+
 export type ChildResult =
-  ({ kind: 'throughput' } & ThroughputResult) | RevokeResult | JoinResult | MemoryResult;
+  | ({ kind: 'throughput' } & ThroughputResult)
+  | RevokeResult
+  | JoinResult
+  | MemoryResult
+  | OrderingResult;
 
 export type ChildMessage =
   | { type: 'progress'; count: number; note?: string }

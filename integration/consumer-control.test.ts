@@ -1,9 +1,5 @@
 import assert from 'node:assert/strict';
-import type { Subscription } from 'rxjs';
-import { ReactiveConsumer } from '../lib';
-import type { ReactiveConsumerOptions } from '../lib';
 import {
-  BROKERS,
   commitOffsetsForGroup,
   committedOffsets,
   createTopic,
@@ -11,6 +7,7 @@ import {
   uniqueName,
   waitFor,
 } from './helpers/kafka';
+import { useConsumers } from './helpers/consumers';
 import { useTestOutput } from './helpers/output';
 
 /**
@@ -20,30 +17,7 @@ import { useTestOutput } from './helpers/output';
 describe('consumer control (real broker)', function () {
   this.timeout(120_000);
   const output = useTestOutput();
-  let subs: Subscription[] = [];
-  let consumers: ReactiveConsumer[] = [];
-  afterEach(async () => {
-    subs.forEach((s) => s.unsubscribe());
-    subs = [];
-    await Promise.all(consumers.map((c) => c.close()));
-    consumers = [];
-  });
-
-  function consumer(
-    name: string,
-    options: Partial<ReactiveConsumerOptions> & { config: Record<string, unknown> },
-  ): ReactiveConsumer {
-    const c = new ReactiveConsumer({
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      topics: [],
-      logger: output.logger(name),
-      commitIntervalMs: 200,
-      ...options,
-      config: { 'bootstrap.servers': BROKERS, ...options.config },
-    } as ReactiveConsumerOptions);
-    consumers.push(c);
-    return c;
-  }
+  const { consumer, subs } = useConsumers(output);
 
   async function topicWith(count: number, partitions = 1): Promise<string> {
     const topic = uniqueName('ctl');

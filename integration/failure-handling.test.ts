@@ -1,19 +1,16 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import type { Subscription } from 'rxjs';
 import {
   AuthenticationError,
   ConnectError,
   DEAD_LETTER_HEADERS,
   ErrorCode,
   HandlerError,
-  ReactiveConsumer,
   hasErrorCode,
 } from '../lib';
-import type { ConsumerEvent, Processed, ProcessOptions, ReactiveConsumerOptions } from '../lib';
+import type { ConsumerEvent, Processed, ProcessOptions, ReactiveConsumer } from '../lib';
 import {
-  BROKERS,
   SASL_PASSWORD,
   SASL_USER,
   commitOffsetsForGroup,
@@ -26,6 +23,7 @@ import {
   uniqueName,
   waitFor,
 } from './helpers/kafka';
+import { useConsumers } from './helpers/consumers';
 import { useTestOutput } from './helpers/output';
 
 /**
@@ -38,30 +36,7 @@ const SENTINEL = '__end_of_test__';
 describe('failure handling (real broker)', function () {
   this.timeout(120_000);
   const output = useTestOutput();
-  let subs: Subscription[] = [];
-  let consumers: ReactiveConsumer[] = [];
-  afterEach(async () => {
-    subs.forEach((s) => s.unsubscribe());
-    subs = [];
-    await Promise.all(consumers.map((c) => c.close()));
-    consumers = [];
-  });
-
-  function consumer(
-    name: string,
-    options: Partial<ReactiveConsumerOptions> & { config: Record<string, unknown> },
-  ): ReactiveConsumer {
-    const c = new ReactiveConsumer({
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      topics: [],
-      logger: output.logger(name),
-      commitIntervalMs: 200,
-      ...options,
-      config: { 'bootstrap.servers': BROKERS, ...options.config },
-    } as ReactiveConsumerOptions);
-    consumers.push(c);
-    return c;
-  }
+  const { consumer, subs } = useConsumers(output);
 
   interface Run {
     processed: Processed[];

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import type { Subscription } from 'rxjs';
-import { ReactiveConsumer } from '../lib';
-import type { KafkaMessage, ReactiveConsumerOptions } from '../lib';
-import { BROKERS, committedOffsets, createTopic, produce, uniqueName, waitFor } from './helpers/kafka';
+import type { KafkaMessage } from '../lib';
+import { committedOffsets, createTopic, produce, uniqueName, waitFor } from './helpers/kafka';
+import { useConsumers } from './helpers/consumers';
 import { useTestOutput } from './helpers/output';
 import { seededRandom } from './helpers/random';
 
@@ -14,27 +13,7 @@ import { seededRandom } from './helpers/random';
 describe('ordering and completed-offset memory (real broker)', function () {
   this.timeout(120_000);
   const output = useTestOutput();
-  let subs: Subscription[] = [];
-  let consumers: ReactiveConsumer[] = [];
-  afterEach(async () => {
-    subs.forEach((s) => s.unsubscribe());
-    subs = [];
-    await Promise.all(consumers.map((c) => c.close()));
-    consumers = [];
-  });
-
-  function consumer(name: string, options: Partial<ReactiveConsumerOptions> & { config: Record<string, unknown> }) {
-    const c = new ReactiveConsumer({
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      topics: [],
-      logger: output.logger(name),
-      commitIntervalMs: 100,
-      ...options,
-      config: { 'bootstrap.servers': BROKERS, ...options.config },
-    } as ReactiveConsumerOptions);
-    consumers.push(c);
-    return c;
-  }
+  const { consumer, subs } = useConsumers(output, { commitIntervalMs: 100 });
 
   it("'key' runs different keys of one partition concurrently and each key in offset order", async () => {
     const seed = Number(process.env.TEST_SEED ?? Date.now() % 1_000_000);
@@ -43,13 +22,16 @@ describe('ordering and completed-offset memory (real broker)', function () {
     const topic = uniqueName('keyed');
     await createTopic(topic, 1);
     // A skewed workload: many keys, a few slow messages among many fast ones.
-    const records = Array.from({ length: 300 }, (_, i) => ({
+    const records = Array.from({ length: 300 }, () => ({
       key: `k${Math.floor(random() * 20)}`,
       value: random() < 0.05 ? 'slow' : 'fast',
       partition: 0,
     }));
     await produce(topic, records);
-    const c = consumer('keyed', { config: { 'group.id': uniqueName('keyed-group') }, topics: [topic] });
+    const c = consumer('keyed', {
+      config: { 'group.id': uniqueName('keyed-group') },
+      topics: [topic],
+    });
     const running = new Set<string>();
     let inFlight = 0;
     let maxInFlight = 0;
@@ -62,7 +44,8 @@ describe('ordering and completed-offset memory (real broker)', function () {
           async (m: KafkaMessage) => {
             const key = m.key?.toString() ?? '';
             if (running.has(key)) violations.push(`${key} concurrent at ${m.offset}`);
-            if ((lastOfKey.get(key) ?? -1) > m.offset) violations.push(`${key} out of order at ${m.offset}`);
+            if ((lastOfKey.get(key) ?? -1) > m.offset)
+              violations.push(`${key} out of order at ${m.offset}`);
             lastOfKey.set(key, m.offset);
             running.add(key);
             inFlight += 1;
@@ -79,7 +62,10 @@ describe('ordering and completed-offset memory (real broker)', function () {
     await waitFor(() => done === records.length, { timeoutMs: 60_000, what: 'all records' });
     await c.close();
     assert.deepEqual(violations, []);
-    assert.ok(maxInFlight > 1, `different keys of one partition ran concurrently (max ${maxInFlight})`);
+    assert.ok(
+      maxInFlight > 1,
+      `different keys of one partition ran concurrently (max ${maxInFlight})`,
+    );
     assert.ok(maxInFlight <= 8);
     assert.deepEqual(await committedOffsets(c.settings.groupId, topic, 1), [records.length]);
   });
@@ -93,11 +79,19 @@ describe('ordering and completed-offset memory (real broker)', function () {
       // the other keys finish above it.
       await produce(
         topic,
-        Array.from({ length: count }, (_, i) => ({ key: `k${i % 10}`, value: `v${i}`, partition: 0 })),
+        Array.from({ length: count }, (_, i) => ({
+          key: `k${i % 10}`,
+          value: `v${i}`,
+          partition: 0,
+        })),
       );
       const groupId = uniqueName('remember-group');
       const memory = remember ? { rememberCompleted: { topic: `${topic}.completed` } } : {};
-      const first = consumer('first', { config: { 'group.id': groupId }, topics: [topic], ...memory });
+      const first = consumer('first', {
+        config: { 'group.id': groupId },
+        topics: [topic],
+        ...memory,
+      });
       const done = new Set<number>();
       let hang!: () => void;
       const sub1 = first
@@ -113,7 +107,10 @@ describe('ordering and completed-offset memory (real broker)', function () {
         )
         .subscribe();
       const others = Array.from({ length: count }, (_, i) => i).filter((i) => i % 10 !== 0);
-      await waitFor(() => others.every((o) => done.has(o)), { timeoutMs: 60_000, what: 'the other keys' });
+      await waitFor(() => others.every((o) => done.has(o)), {
+        timeoutMs: 60_000,
+        what: 'the other keys',
+      });
       // Let a commit (and its memory) go out, then "crash": the second owner starts from Kafka.
       await waitFor(async () => (await committedOffsets(groupId, topic, 1))[0] === 0, {
         timeoutMs: 15_000,
@@ -125,21 +122,38 @@ describe('ordering and completed-offset memory (real broker)', function () {
       await first.close();
       const committedAfterFirst = (await committedOffsets(groupId, topic, 1))[0] ?? 0;
 
-      const second = consumer('second', { config: { 'group.id': groupId }, topics: [topic], ...memory });
+      const second = consumer('second', {
+        config: { 'group.id': groupId },
+        topics: [topic],
+        ...memory,
+      });
       const redone: number[] = [];
-      subs.push(second.process((m: KafkaMessage) => void redone.push(m.offset), { ordering: 'key', partitionConcurrency: 8 }).subscribe());
+      subs.push(
+        second
+          .process((m: KafkaMessage) => void redone.push(m.offset), {
+            ordering: 'key',
+            partitionConcurrency: 8,
+          })
+          .subscribe(),
+      );
       await waitFor(async () => (await committedOffsets(groupId, topic, 1))[0] === count, {
         timeoutMs: 60_000,
         what: 'the second owner to finish',
       });
       const again = redone.filter((o) => done.has(o));
-      console.log(`      memory ${remember ? 'on' : 'off'}: committed after the first owner ${committedAfterFirst}, redone ${again.length} of ${done.size} finished`);
+      console.log(
+        `      memory ${remember ? 'on' : 'off'}: committed after the first owner ${committedAfterFirst}, redone ${again.length} of ${done.size} finished`,
+      );
       // Nothing lost: the second owner got everything the first did not finish.
       for (let o = committedAfterFirst; o < count; o++) {
         if (!done.has(o)) assert.ok(redone.includes(o), `offset ${o} lost`);
       }
       if (remember) assert.equal(again.length, 0, `redone with the memory: ${again.join(',')}`);
-      else assert.ok(again.length > 0, 'without the memory the finished work above the commit is redone');
+      else
+        assert.ok(
+          again.length > 0,
+          'without the memory the finished work above the commit is redone',
+        );
     });
   }
 });

@@ -138,6 +138,7 @@ describe('completed-offset memory', () => {
               (store.records.get(tpKey(T, 0))?.completed.length ?? 0) === expectedDone.length,
             'the memory written',
           );
+          await until(() => first.fake().commits.get(`${T}[0]`) === 0, 'the commit held at 0');
           // Crash: the second owner starts from what Kafka holds now (committed offset 0).
           const second = start(first.fake(), store, remember);
           const redelivered: number[] = [];

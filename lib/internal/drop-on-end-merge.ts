@@ -1,5 +1,5 @@
 import { Observable, from, isObservable } from 'rxjs';
-import type { ObservableInput, OperatorFunction, Subscription } from 'rxjs';
+import type { ObservableInput, OperatorFunction, Subscriber, Subscription } from 'rxjs';
 
 /**
  * `mergeMap(project, concurrency)` for one partition's messages, with two differences that the
@@ -32,26 +32,10 @@ export function dropOnEndMerge<T, R>(
       };
       const startOne = (value: T): void => {
         active += 1;
-        const holder: { sub?: Subscription } = {};
-        let done = false;
-        let input: ObservableInput<R>;
-        try {
-          input = project(value);
-        } catch (err) {
-          subscriber.error(err);
-          return;
-        }
-        holder.sub = (isObservable(input) ? input : from(input)).subscribe({
-          next: (v) => subscriber.next(v),
-          error: (e: unknown) => subscriber.error(e),
-          complete: () => {
-            done = true;
-            active -= 1;
-            if (holder.sub) inners.delete(holder.sub);
-            drain();
-          },
+        startInner(project, value, subscriber, inners, () => {
+          active -= 1;
+          drain();
         });
-        if (!done) inners.add(holder.sub);
       };
       const drain = (): void => {
         if (draining) return; // the loop below picks up what a nested completion freed
@@ -102,4 +86,36 @@ export function dropOnEndMerge<T, R>(
         inners.clear();
       };
     });
+}
+
+/**
+ * Projects `value` and forwards the inner Observable's values and errors to `subscriber`; calls
+ * `completed` when it completes. The inner subscription stays in `inners` while it runs.
+ */
+export function startInner<T, R>(
+  project: (value: T) => ObservableInput<R>,
+  value: T,
+  subscriber: Subscriber<R>,
+  inners: Set<Subscription>,
+  completed: () => void,
+): void {
+  const holder: { sub?: Subscription } = {};
+  let done = false;
+  let input: ObservableInput<R>;
+  try {
+    input = project(value);
+  } catch (err) {
+    subscriber.error(err);
+    return;
+  }
+  holder.sub = (isObservable(input) ? input : from(input)).subscribe({
+    next: (v) => subscriber.next(v),
+    error: (e: unknown) => subscriber.error(e),
+    complete: () => {
+      done = true;
+      if (holder.sub) inners.delete(holder.sub);
+      completed();
+    },
+  });
+  if (!done) inners.add(holder.sub);
 }

@@ -1,4 +1,5 @@
-import { Observable, from, isObservable } from 'rxjs';
+import { Observable } from 'rxjs';
+import { startInner } from './drop-on-end-merge';
 import type { ObservableInput, OperatorFunction, Subscription } from 'rxjs';
 
 /**
@@ -53,27 +54,11 @@ export function keyOrderedMerge<T, R>(
       const startOne = (value: T, key: unknown): void => {
         active += 1;
         lastProjected = Math.max(lastProjected, positionOf(value));
-        const holder: { sub?: Subscription } = {};
-        let done = false;
-        let input: ObservableInput<R>;
-        try {
-          input = project(value);
-        } catch (err) {
-          subscriber.error(err);
-          return;
-        }
-        holder.sub = (isObservable(input) ? input : from(input)).subscribe({
-          next: (v) => subscriber.next(v),
-          error: (e: unknown) => subscriber.error(e),
-          complete: () => {
-            done = true;
-            active -= 1;
-            if (holder.sub) inners.delete(holder.sub);
-            finished(key);
-            drain();
-          },
+        startInner(project, value, subscriber, inners, () => {
+          active -= 1;
+          finished(key);
+          drain();
         });
-        if (!done) inners.add(holder.sub);
       };
       /** Keeps only what must still run: waiting values before the last projected one. */
       const cut = (keepBelow: number): void => {
