@@ -136,7 +136,8 @@ export class KafkaCompletedStore implements CompletedStore {
                 this.settings.topic,
                 0,
                 encodeCompleted(e, this.settings.maxRuns),
-                recordKey(this.settings.group, e),
+                // A Buffer: node-rdkafka cuts string keys at the first NUL.
+                Buffer.from(recordKey(this.settings.group, e)),
                 null,
                 id,
               );
