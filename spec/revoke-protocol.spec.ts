@@ -301,20 +301,28 @@ describe('lost partitions and client errors', () => {
     await h.consumer.close();
   });
 
-  it('never applies an assignment overtaken by a revoke while its start offsets are looked up', async () => {
+  it('answers an assignment overtaken by a revoke while its start offsets are looked up, then releases it', async () => {
+    // librdkafka waits for the assign call; leaving it unanswered hangs its close (seen in the
+    // chaos suite under KIP-848), so the pending assignment is answered without start offsets and
+    // released by the revoke at once.
     const h = harness({ topicConfig: { 'auto.offset.reset': 'latest' } });
-    subs.push(h.consumer.process(() => undefined).subscribe());
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
     await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
     h.fake().rebalanceAssign([tp(0)]);
     h.fake().rebalanceRevoke([tp(0)]);
     await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
     await new Promise((r) => setTimeout(r, 20));
-    assert.ok(
-      !h.events.some((e) => e.type === 'assigned'),
-      JSON.stringify(h.events.map((e) => e.type)),
+    assert.deepEqual(
+      h.events.map((e) => e.type),
+      ['assigned', 'revoking', 'drained', 'committed', 'revoked'],
     );
-    assert.ok(!h.fake().ops().includes(`assign(${T}[0])`), h.fake().ops().join(' '));
+    const ops = h.fake().ops();
+    assert.ok(ops.indexOf(`assign(${T}[0])`) < ops.lastIndexOf('unassign'), ops.join(' '));
     assert.deepEqual(h.fake().assignments(), []);
+    assert.deepEqual(seen, [], 'nothing processed from an assignment revoked at once');
+    assert.equal(h.fake().commits.get(`${T}[0]`), undefined, 'nothing committed for it');
     await h.consumer.close();
   });
 

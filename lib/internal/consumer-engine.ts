@@ -112,6 +112,9 @@ export class ConsumerEngine implements ProcessorHost {
   /** Partitions the user paused (kept across rebalances), and whether new ones start paused. */
   private readonly userPaused = new Set<string>();
   private userPausedAll = false;
+  /** An assignment whose start offsets are being looked up (librdkafka waits for its assign call). */
+  private pendingAssign:
+    { generation: number; partitions: TopicPartition[]; applied: boolean } | undefined;
   /** Seeks waiting for the loop to run them between two consume calls. */
   private readonly pendingSeeks: {
     key: string;
@@ -540,6 +543,8 @@ export class ConsumerEngine implements ProcessorHost {
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
     let hookFailure: Error | undefined;
+    const pending = { generation, partitions, applied: false };
+    this.pendingAssign = pending;
     const task = this.boundedStartOffsets(partitions, generation)
       .catch((err: unknown) => {
         if (err instanceof StartPositionError) {
@@ -553,6 +558,9 @@ export class ConsumerEngine implements ProcessorHost {
         return new Map<string, number>();
       })
       .then((starts) => {
+        if (this.pendingAssign === pending) this.pendingAssign = undefined;
+        if (pending.applied) return; // answered already, without start offsets (see answerPendingAssign)
+        pending.applied = true;
         this.applyAssign(generation, partitions, starts);
         if (hookFailure) {
           this.logger.error({ err: hookFailure }, 'the onAssign hook failed: closing');
@@ -565,6 +573,24 @@ export class ConsumerEngine implements ProcessorHost {
         this.notifyChanged();
       });
     this.rebalanceTasks.add(task);
+  }
+
+  /**
+   * Answers an assignment whose start offsets are still being looked up, without them: a revoke
+   * or a close must never find librdkafka still waiting for an assign call (its close would wait
+   * for it forever). The partitions are then revoked at once, so nothing starts from a wrong place:
+   * the memory is not used (work is redone), the hook's choice and a `latest` start are not needed.
+   */
+  private answerPendingAssign(why: string): void {
+    const pending = this.pendingAssign;
+    if (!pending || pending.applied) return;
+    pending.applied = true;
+    this.pendingAssign = undefined;
+    this.logger.info(
+      { generation: pending.generation, partitions: pending.partitions, why },
+      'answering an assignment before its start offsets were resolved',
+    );
+    this.applyAssign(pending.generation, pending.partitions, new Map());
   }
 
   /**
@@ -867,6 +893,7 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private onRevoke(assignment: Assignment[]): void {
+    this.answerPendingAssign('a revoke arrived');
     const generation = ++this.generation;
     const protocol = this.protocol();
     const partitions = list(assignment);
@@ -1726,6 +1753,8 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.state = { kind: 'closing' };
     this.logger.info({ partitions: this.owned.size }, 'closing');
+    // An assignment still waiting for its start offsets is answered now (then revoked below).
+    this.answerPendingAssign('the consumer is closing');
     const active = [...this.owned.values()].filter((c) => c.active);
     // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
     for (const c of this.owned.values()) c.end();
