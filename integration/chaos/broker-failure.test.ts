@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { runChaos } from './driver';
+import { killLeftoverWorkers, runChaos } from './driver';
 import { OUTPUT_ROOT } from '../helpers/output';
 
 /**
@@ -11,6 +11,7 @@ const seed = Number(process.env.TEST_SEED ?? 20261130);
 
 describe('rebalance chaos with a broker failure (real three-node cluster)', function () {
   this.timeout(600_000);
+  afterEach(() => void killLeftoverWorkers());
 
   it('rides out a killed broker with nothing lost', async () => {
     await runChaos({

@@ -86,6 +86,17 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const WORKER = join(__dirname, 'worker.ts');
 const KAFKA_SH = join(__dirname, '..', 'kafka', 'kafka.sh');
 
+/** Worker processes still running (a failed variant must not leave them consuming). */
+const liveWorkers = new Set<ChildProcess>();
+
+/** SIGKILLs every worker still running; the suite calls it after each variant. */
+export function killLeftoverWorkers(): number {
+  const n = liveWorkers.size;
+  for (const child of liveWorkers) child.kill('SIGKILL');
+  liveWorkers.clear();
+  return n;
+}
+
 export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   const started = Date.now();
   const random = seededRandom(o.seed);
@@ -153,6 +164,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
       ),
     };
     runs.push(run);
+    liveWorkers.add(child);
+    void run.exited.then(() => liveWorkers.delete(child));
     return run;
   };
 

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { runChaos } from './driver';
+import { killLeftoverWorkers, runChaos } from './driver';
 import type { ChaosOptions } from './driver';
 import { OUTPUT_ROOT } from '../helpers/output';
 
@@ -57,6 +57,10 @@ function options(
 describe('rebalance chaos (real broker)', function () {
   this.timeout(full ? 3_600_000 : 600_000);
   before(() => console.log(`      seed=${seed} scale=${full ? 'full' : 'default'}`));
+  afterEach(() => {
+    const n = killLeftoverWorkers();
+    if (n > 0) console.log(`      killed ${n} leftover worker(s)`);
+  });
 
   for (const [name, config] of PROTOCOLS) {
     it(`graceful restarts lose nothing and duplicate nothing: ${name}`, async () => {
