@@ -16,9 +16,10 @@ import {
   map,
   of,
   retry,
+  throwError,
 } from 'rxjs';
 import { finalize } from 'rxjs';
-import type { OperatorFunction } from 'rxjs';
+import type { OperatorFunction, Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import { DeadLetterError, DeserializationError, HandlerError } from '../errors';
 import type { KafkaCoordinates } from '../errors';
@@ -181,41 +182,90 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     const first = good[0] as KafkaMessage;
     let attempts = 0;
     let abandoned = false;
-    const run$ = defer(() => {
-      attempts += 1;
-      return invoke(() => this.mode.call(decoded, good));
-    }).pipe(
-      retry({
-        count: this.options.retry.count,
-        delay: (err: unknown, retryCount: number) =>
-          this.retryDelay(partition, first, err, retryCount, () => (abandoned = true)),
-      }),
-      map((result) => {
-        for (const m of good) partition.ack(m);
-        return this.mode.output(good, 'processed', attempts, result as R | undefined);
-      }),
-      catchError((err: unknown) => {
-        if (abandoned) {
-          this.logger.info(
-            { ...coordinatesOf(first), messages: good.length, attempts, err },
-            'retry abandoned: the partition is being revoked; the message stays uncommitted and its next owner runs it',
-          );
-          return EMPTY;
+    const succeed = (result: unknown): O => {
+      for (const m of good) partition.ack(m);
+      return this.mode.output(good, 'processed', attempts, result as R | undefined);
+    };
+    /** Retries (rxjs `retry`), starting from the outcome of a first attempt already made. */
+    const retried = (firstAttempt: Observable<unknown>): Observable<O> => {
+      let pendingFirst: Observable<unknown> | undefined = firstAttempt;
+      return defer(() => {
+        if (pendingFirst !== undefined) {
+          const f = pendingFirst;
+          pendingFirst = undefined;
+          return f;
         }
-        const what =
-          good.length === 1
-            ? `${first.topic}[${first.partition}]@${first.offset}`
-            : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
-        const error = new HandlerError(
-          `Handler failed on ${what} after ${attempts} attempt(s): ${describe(err)}`,
-          coordinatesOf(first),
-          { cause: err, attempts },
+        attempts += 1;
+        return invoke(() => this.mode.call(decoded, good));
+      }).pipe(
+        retry({
+          count: this.options.retry.count,
+          delay: (err: unknown, retryCount: number) =>
+            this.retryDelay(partition, first, err, retryCount, () => (abandoned = true)),
+        }),
+        map(succeed),
+        catchError((err: unknown) => {
+          if (abandoned) {
+            this.logger.info(
+              { ...coordinatesOf(first), messages: good.length, attempts, err },
+              'retry abandoned: the partition is being revoked; the message stays uncommitted and its next owner runs it',
+            );
+            return EMPTY;
+          }
+          const what =
+            good.length === 1
+              ? `${first.topic}[${first.partition}]@${first.offset}`
+              : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
+          const error = new HandlerError(
+            `Handler failed on ${what} after ${attempts} attempt(s): ${describe(err)}`,
+            coordinatesOf(first),
+            { cause: err, attempts },
+          );
+          return this.fail(partition, good, error, attempts);
+        }),
+      );
+    };
+    // The first attempt runs without operators: a Promise or a plain value that succeeds (the
+    // common case) is acked and emitted directly; a failure or an Observable handler continues
+    // through the retry pipeline above, which never calls the handler again for this attempt.
+    const run$ = new Observable<O>((subscriber) => {
+      attempts = 1;
+      let result: ReturnType<MessageHandler<R>>;
+      try {
+        result = this.mode.call(decoded, good);
+      } catch (err) {
+        return retried(throwError(() => err)).subscribe(subscriber);
+      }
+      if (isObservable(result)) {
+        const observable = result;
+        return retried(invoke(() => observable)).subscribe(subscriber);
+      }
+      if (
+        result !== null &&
+        typeof result === 'object' &&
+        typeof (result as Promise<unknown>).then === 'function'
+      ) {
+        let inner: Subscription | undefined;
+        (result as Promise<unknown>).then(
+          (value) => {
+            if (subscriber.closed) return;
+            subscriber.next(succeed(value));
+            subscriber.complete();
+          },
+          (err: unknown) => {
+            if (subscriber.closed) return;
+            inner = retried(throwError(() => err)).subscribe(subscriber);
+          },
         );
-        return this.fail(partition, good, error, attempts);
-      }),
-    );
-    return concat(...undecodable, run$);
+        return () => inner?.unsubscribe();
+      }
+      subscriber.next(succeed(result));
+      subscriber.complete();
+      return undefined;
+    });
+    return undecodable.length === 0 ? run$ : concat(...undecodable, run$);
   }
+
   private decode(message: KafkaMessage): DecodedMessage<K, V> {
     const { key: keyOf, value: valueOf } = this.options;
     if (keyOf === undefined && valueOf === undefined) {
