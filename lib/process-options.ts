@@ -1,3 +1,4 @@
+import { connectionSettings } from './config';
 import type { ConsumerSettings } from './config';
 import { resolveDeserializer } from './deserializers';
 import { ConfigError } from './errors';
@@ -45,16 +46,6 @@ const ORDERINGS: readonly Ordering[] = ['partition', 'key', 'none'];
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
 /** Producer settings the dead-letter writer owns. */
 const OWNED_PRODUCER_SETTINGS = ['dr_cb', 'dr_msg_cb'] as const;
-/** Consumer settings the dead-letter producer inherits (connection and security). */
-const INHERITED_PREFIXES = ['sasl.', 'ssl.', 'socket.'];
-const INHERITED_KEYS = [
-  'bootstrap.servers',
-  'metadata.broker.list',
-  'security.protocol',
-  'client.id',
-  'client.rack',
-  'broker.address.family',
-];
 
 function fail(key: string, expected: string, got: unknown): never {
   let shown: string;
@@ -152,15 +143,9 @@ function resolveDeadLetter(
       );
     }
   }
-  const inherited: Record<string, unknown> = {};
-  const consumer = settings.globalConfig as Record<string, unknown>;
-  for (const [key, value] of Object.entries(consumer)) {
-    if (INHERITED_KEYS.includes(key) || INHERITED_PREFIXES.some((p) => key.startsWith(p))) {
-      inherited[key] = value;
-    }
-  }
   const producerConfig: Record<string, unknown> = {
-    ...inherited,
+    // The consumer's connection and security settings.
+    ...connectionSettings(settings.globalConfig as Record<string, unknown>),
     'enable.idempotence': true,
     'message.timeout.ms': Math.min(
       PROCESS_DEFAULTS.deadLetterMessageTimeoutMs,

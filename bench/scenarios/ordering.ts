@@ -5,19 +5,9 @@
  * message, up to `partitionConcurrency`.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
+import { seededRandom } from '../../integration/helpers/random';
 import { loadLibrary } from '../peers';
 import type { OrderingResult, Send, Task } from '../tasks';
-
-function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export async function runOrdering(
   task: Extract<Task, { kind: 'ordering' }>,

@@ -240,13 +240,9 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         const observable = result;
         return retried(invoke(() => observable)).subscribe(subscriber);
       }
-      if (
-        result !== null &&
-        typeof result === 'object' &&
-        typeof (result as Promise<unknown>).then === 'function'
-      ) {
+      if (isPromiseLike(result)) {
         let inner: Subscription | undefined;
-        (result as Promise<unknown>).then(
+        result.then(
           (value) => {
             if (subscriber.closed) return;
             subscriber.next(succeed(value));
@@ -443,6 +439,11 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
   }
 }
 
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  value !== null &&
+  typeof value === 'object' &&
+  typeof (value as PromiseLike<unknown>).then === 'function';
+
 /** Runs a handler call and emits its result once when it succeeds (last value for an Observable). */
 function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | undefined> {
   return new Observable<R | undefined>((subscriber) => {
@@ -464,12 +465,8 @@ function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | un
         },
       });
     }
-    if (
-      result !== null &&
-      typeof result === 'object' &&
-      typeof (result as Promise<R>).then === 'function'
-    ) {
-      (result as Promise<R>).then(
+    if (isPromiseLike(result)) {
+      result.then(
         (v) => {
           subscriber.next(v);
           subscriber.complete();
