@@ -83,6 +83,7 @@ describe('deterministic simulation of a consumer group', function () {
       one !== undefined ? [Number(one)] : [...Array(RUNS).keys()].map((i) => BASE_SEED + i);
     const overrides = parseWeights(process.env.SIM_WEIGHTS);
     const failures: SimResult[] = [];
+    const totals: Record<string, number> = {};
     const started = Date.now();
     for (const seed of seeds) {
       const t0 = Date.now();
@@ -90,7 +91,9 @@ describe('deterministic simulation of a consumer group', function () {
       console.log(summary(r, Date.now() - t0));
       if (FULL_TRACE) console.log(r.trace.join('\n'));
       if (r.violations.length > 0) failures.push(r);
+      for (const [k, n] of Object.entries(r.stats)) totals[k] = (totals[k] ?? 0) + n;
     }
+    console.log(`      exercised: ${JSON.stringify(totals)}`);
     console.log(
       `      ${seeds.length} runs in ${Date.now() - started} ms, ${failures.length} failed`,
     );

@@ -26,7 +26,12 @@ export type ActionKind =
   /** The broker drops a member (KIP-848 fenced, classic unknown member): not graceful. */
   | 'fence'
   /** Two actions at the same instant, with nothing run in between. */
-  | 'combo';
+  | 'combo'
+  /**
+   * The next action runs from inside the library's call: in the next handler to start, or in a
+   * `rebalances$` subscriber at the next rebalance event, whichever comes first.
+   */
+  | 'reentrant';
 
 export const ACTIONS: readonly ActionKind[] = [
   'rebalance',
@@ -40,6 +45,7 @@ export const ACTIONS: readonly ActionKind[] = [
   'settle',
   'fence',
   'combo',
+  'reentrant',
 ];
 
 export interface SimConfig {

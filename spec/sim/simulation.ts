@@ -132,6 +132,8 @@ export class Simulation {
   private steps = 0;
   private calmSince = 0;
   private settledSince: number | undefined;
+  /** An action to run from inside the library's next handler call or rebalance event. */
+  private reentrant: ActionKind | undefined;
   private closeSince = 0;
 
   constructor(
@@ -145,9 +147,7 @@ export class Simulation {
       (p) => this.logs.get(keyOf(p))?.length ?? 0,
       (v) => this.log(`!! VIOLATION ${v.kind}: ${v.message}`),
     );
-    this.store = cfg.rememberCompleted
-      ? new SimStore(() => (this.phase === 'chaos' ? this.rnd.int(0, 20) : 0))
-      : undefined;
+    this.store = cfg.rememberCompleted ? new SimStore(() => this.storeDelay()) : undefined;
     this.logger = pino(
       { level: 'warn', base: undefined, timestamp: false },
       { write: (line: string) => this.onLibraryLog(line) },
@@ -248,6 +248,18 @@ export class Simulation {
       case 'fence':
         this.fence();
         return;
+      case 'reentrant':
+        if (depth > 0) return;
+        this.reentrant = this.rnd.pick<ActionKind>([
+          'seek',
+          'pause',
+          'resume',
+          'close',
+          'unsubscribe',
+          'takeUntil',
+          'rebalance',
+        ]);
+        return;
       case 'combo':
         if (depth > 0) return;
         this.log('combo: two actions at the same instant');
@@ -255,6 +267,27 @@ export class Simulation {
         this.act(this.pickAction(), 1);
         return;
     }
+  }
+
+  private runReentrant(where: string): void {
+    const kind = this.reentrant;
+    if (kind === undefined || this.phase !== 'chaos') return;
+    this.reentrant = undefined;
+    this.count('reentrant');
+    this.log(`reentrant ${kind} ${where}`);
+    this.act(kind, 1);
+  }
+
+  /** How long a completed-offset memory write takes (slow ones cross a revoke). */
+  private storeDelay(): number {
+    if (this.phase !== 'chaos') return 0;
+    if (this.rnd.chance(0.05)) {
+      const ms = this.rnd.int(100, this.cfg.chaos ? TIMINGS.drainTimeoutMs + 1000 : 1000);
+      if (ms > 1000) this.checker.markNotGraceful(`a memory write takes ${ms} ms`);
+      this.count('slowMemoryWrites');
+      return ms;
+    }
+    return this.rnd.int(0, 20);
   }
 
   private checkStep(): void {
@@ -514,6 +547,7 @@ export class Simulation {
       this.log(
         `${life.id} g${m.generation} handler p${m.partition}@${m.offset} starts (attempt ${attempt}, ${duration} ms${fails ? ', fails' : ''})`,
       );
+      this.runReentrant('in a handler');
       return new Promise<void>((resolve, reject) => {
         const h: PendingHandler = {
           life,
@@ -526,6 +560,7 @@ export class Simulation {
             this.clock.cancel(h.timer);
             if (fails) {
               this.log(`${life.id} handler p${m.partition}@${m.offset} fails`);
+              this.count('handlerFailures');
               reject(new Error('transient failure (simulated)'));
               return;
             }
@@ -543,6 +578,8 @@ export class Simulation {
   }
 
   private stop(life: Life, how: 'close' | 'unsubscribe' | 'takeUntil'): void {
+    if (life.fake.revokeInProgress) this.count('stopWhileRevoking');
+    if (life.handlers.size > 0) this.count('stopWithHandlersRunning');
     this.log(
       `${life.id} ${how === 'close' ? 'close()' : how === 'unsubscribe' ? 'unsubscribes the pipeline' : 'takeUntil fires'}`,
     );
@@ -617,6 +654,7 @@ export class Simulation {
     const life = this.rnd.pick(candidates);
     const code = this.cfg.protocol === 'kip848' ? this.rnd.pick([110, 25]) : 25;
     this.checker.markNotGraceful(`${life.id} fenced (${code})`);
+    this.count('fences');
     this.log(`${life.id} is fenced by the broker (${code}); its partitions are free`);
     for (const [p, l] of this.holder) if (l === life) this.holder.delete(p);
     life.fake.fence(code);
@@ -672,6 +710,7 @@ export class Simulation {
 
   private revoke(life: Life, partitions: number[]): void {
     this.count('revokes');
+    if (life.fake.revokeInProgress) this.count('overlappingRevokes');
     this.log(`coordinator → ${life.id}: revoke [${partitions.join(',')}]`);
     life.fake.rebalanceRevoke(partitions.map((partition) => ({ topic: TOPIC, partition })));
   }
@@ -769,6 +808,15 @@ export class Simulation {
 
   private plan(life: Life, offsets: TopicPartitionOffset[]): CommitPlan {
     if (this.phase !== 'chaos') return { polls: 1 };
+    if (
+      this.cfg.protocol === 'kip848' &&
+      life.fake.unanswered().length > 0 &&
+      this.rnd.chance(0.3)
+    ) {
+      // The member epoch moves with the assignment: commits sent meanwhile can be stale.
+      this.count('stale');
+      return { polls: this.rnd.int(1, 3), error: 113 };
+    }
     const held = life.fake.holdsCommits ? 0 : 4;
     const fate = this.rnd.weighted<'ok' | 'retriable' | 'held' | 'refused'>([
       ['ok', 80],
@@ -779,6 +827,7 @@ export class Simulation {
     const what = offsets.map((o) => `p${o.partition}@${o.offset}`).join(',');
     switch (fate) {
       case 'retriable': {
+        this.count('retriable');
         const codes = this.cfg.protocol === 'kip848' ? [113, 16, 7] : [16, 7];
         return { polls: this.rnd.int(1, 3), error: this.rnd.pick(codes) };
       }
@@ -788,6 +837,7 @@ export class Simulation {
           ? TIMINGS.drainTimeoutMs + 500
           : this.rnd.int(TIMINGS.commitTimeoutMs + 1, 3 * TIMINGS.commitTimeoutMs);
         if (long) this.checker.markNotGraceful(`commit ${what} held ${ms} ms`);
+        this.count('held');
         this.clock.schedule(ms, () => {
           this.log(`${life.id}: the broker gets the held commits`);
           life.fake.releaseHeld();
@@ -837,6 +887,7 @@ export class Simulation {
       case 'seek': {
         const o = parseOffset(c.partitions[0] ?? '');
         this.log(`${life.id} native seek p${o.partition}@${o.offset}`);
+        this.count('seeksApplied');
         this.checker.nativeSeek(life.id, o.partition, o.offset);
         return;
       }
@@ -898,6 +949,8 @@ export class Simulation {
     }
     if (e.type === 'lost') extra = ` (${e.reason})`;
     this.log(`${life.id} ⟵ ${e.type} g${e.generation} [${ps.join(',')}]${extra}`);
+    if (e.type === 'revoking' || e.type === 'assigned')
+      this.runReentrant(`in a ${e.type} subscriber`);
     if (e.type === 'committed') {
       this.checker.finalCommitDone(
         life.id,
