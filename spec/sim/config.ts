@@ -111,8 +111,10 @@ export function drawConfig(
       : rnd.pick<'key' | 'none'>(['key', 'none']);
   const retryCount = rnd.pick([0, 1, 2, 3]);
   const chaos = rnd.chance(0.25);
+  // Each action's weight comes from its own stream, so adding an action changes no other choice
+  // of the configuration (the schedule itself still changes: replay seeds with the same code).
   const weights = {} as Record<ActionKind, number>;
-  for (const a of ACTIONS) weights[a] = rnd.pick([0, 1, 3]);
+  for (const a of ACTIONS) weights[a] = new Random(seed ^ nameHash(a)).pick([0, 1, 3]);
   weights.rebalance = Math.max(1, weights.rebalance) * 2;
   if (!chaos) weights.fence = 0;
   Object.assign(weights, overrides);
@@ -140,6 +142,12 @@ export function drawConfig(
     weights,
     big,
   };
+}
+
+function nameHash(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h >>> 0;
 }
 
 /** One line describing a configuration (printed with the seed). */
