@@ -266,9 +266,26 @@ export class ReactiveConsumer {
         this.internals.random,
       );
       const wasAttached = this.attached;
+      /** Set once the user unsubscribed: the pipeline keeps running, unseen, until it drained. */
+      let detached = false;
       const sub = (this.partitions$ as Observable<PartitionControl>)
         .pipe(mergeMap((partition) => processor.runPartition(partition, limiter)))
-        .subscribe(subscriber);
+        .subscribe({
+          next: (value) => {
+            if (!detached) subscriber.next(value);
+          },
+          error: (err: unknown) => {
+            if (!detached) subscriber.error(err);
+            else
+              this.logger.debug(
+                { err },
+                'the pipeline ended with an error after it was unsubscribed',
+              );
+          },
+          complete: () => {
+            if (!detached) subscriber.complete();
+          },
+        });
       // Only the subscription that runs the pipeline owns the writer (a refused second one must
       // not close it).
       const owns = deadLetter !== undefined && !wasAttached && this.attached;
@@ -277,8 +294,17 @@ export class ReactiveConsumer {
         void deadLetter.start();
       }
       return () => {
-        sub.unsubscribe();
-        if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
+        if (sub.closed) {
+          if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
+          return;
+        }
+        // Unsubscribing (or `takeUntil`) is a graceful stop, exactly like close(): the pipeline
+        // is not torn down — handlers in flight finish and their offsets count, the final commits
+        // are confirmed, the partitions released — only its results are no longer emitted. The
+        // subscription ends when the consumer has closed (within `closeTimeoutMs`).
+        detached = true;
+        this.logger.info('the pipeline was unsubscribed: closing the consumer gracefully');
+        void this.close().finally(() => sub.unsubscribe());
       };
     });
   }

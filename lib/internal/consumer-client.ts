@@ -168,6 +168,30 @@ export class ConsumerClient {
     });
   }
 
+  /** Called whenever librdkafka answers a commit (the engine re-checks what waits on one). */
+  onAnswered: () => void = () => undefined;
+
+  /**
+   * Offsets of this partition's commits that librdkafka has not answered yet, including commits
+   * whose wait timed out here: librdkafka may still send (or retry) those, and one landing after a
+   * newer commit would move the group's offset backwards. A commit of another offset for the
+   * partition must wait until these are answered.
+   */
+  unanswered(topic: string, partition: number): number[] {
+    const out: number[] = [];
+    for (const p of this.pendingCommits) {
+      for (const o of p.offsets) {
+        if (o.partition === partition && o.topic === topic) out.push(o.offset);
+      }
+    }
+    return out;
+  }
+
+  /** Whether committing `offset` now cannot be overtaken by an unanswered commit of another offset. */
+  canCommit(topic: string, partition: number, offset: number): boolean {
+    return this.unanswered(topic, partition).every((o) => o === offset);
+  }
+
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
@@ -260,7 +284,11 @@ export class ConsumerClient {
     if (!pending) return;
     clearTimeout(pending.timer);
     if (pending.timedOut) {
-      this.logger.info({ err, offsets }, 'late result of a commit that had timed out');
+      this.logger.info(
+        { err, offsets },
+        'late answer to a commit that had timed out (it was not counted as committed)',
+      );
+      this.onAnswered();
       return;
     }
     if (!err || err.code === Code.NO_OFFSET) {
@@ -278,6 +306,7 @@ export class ConsumerClient {
         ),
       );
     }
+    this.onAnswered();
   }
 
   private trimTimedOut(): void {

@@ -32,7 +32,13 @@ import type { FailureCounters, ProcessorHost } from './processor';
 import { KafkaCompletedStore } from './completed-store';
 import type { CompletedStore } from './completed-store';
 import { connectionSettings } from '../config';
-import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
+import type {
+  Assignment,
+  ConsumerFactory,
+  LibrdKafkaError,
+  Message,
+  TopicPartitionOffset,
+} from './rdkafka';
 import {
   Code,
   OWNERSHIP_LOST_CODES,
@@ -118,6 +124,8 @@ export class ConsumerEngine implements ProcessorHost {
   /** Seeks waiting for the loop to run them between two consume calls. */
   private readonly pendingSeeks: {
     key: string;
+    /** The stream the seek was called for; it applies to that assignment only. */
+    owner: PartitionControl;
     tp: TopicPartition;
     offset: number;
     position: StartPosition;
@@ -142,6 +150,8 @@ export class ConsumerEngine implements ProcessorHost {
   /** Current controls by partition: active ones and ones being revoked. */
   private readonly owned = new Map<string, PartitionControl>();
   private readonly rebalanceTasks = new Set<Promise<void>>();
+  /** Revokes being drained and committed (close waits for them before leaving the group). */
+  private revokesInFlight = 0;
   private suspectLost: string | undefined;
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
@@ -200,6 +210,7 @@ export class ConsumerEngine implements ProcessorHost {
       factory,
       (err) => this.onConsumeError(err),
     );
+    this.client.onAnswered = () => this.notifyChanged();
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
     this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
     this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
@@ -449,24 +460,47 @@ export class ConsumerEngine implements ProcessorHost {
       if (!control.active) continue;
       const offset = control.ledger.committable();
       if (offset === undefined) continue;
-      if (offset !== control.lastCommitted) batch.push({ control, offset });
-      else if (this.store && control.lastCommitted !== undefined)
-        remembered.push({ control, offset });
+      if (offset === control.lastCommitted) {
+        if (this.store && control.lastCommitted !== undefined) remembered.push({ control, offset });
+        continue;
+      }
+      if (!this.client.canCommit(control.topic, control.partition, offset)) {
+        // An earlier commit of this partition is unanswered (it timed out here): librdkafka may
+        // still send it, and if it landed after this one the offset would move backwards.
+        this.partitionLogger(control).debug(
+          { offset, unanswered: this.client.unanswered(control.topic, control.partition) },
+          'periodic commit held back until an earlier commit of the partition is answered',
+        );
+        continue;
+      }
+      batch.push({ control, offset });
     }
     if (batch.length === 0 && remembered.length === 0) return;
-    const offsets = batch.map(({ control, offset }) => ({
-      topic: control.topic,
-      partition: control.partition,
-      offset,
-    }));
+    let offsets: TopicPartitionOffset[] = [];
+    let sent: { control: PartitionControl; offset: number }[] = [];
     const sentAt = Date.now();
     this.commitInFlight = this.saveMemories([...batch, ...remembered])
-      .then(() => this.client.commit(offsets))
+      .then(() => {
+        // Decided again now that the memory is written: a partition revoked meanwhile gets its
+        // final commit from the revoke protocol, and nothing may be committed for it after that.
+        sent = batch.filter(
+          ({ control, offset }) =>
+            control.active &&
+            this.owned.get(control.key) === control &&
+            this.client.canCommit(control.topic, control.partition, offset),
+        );
+        offsets = sent.map(({ control, offset }) => ({
+          topic: control.topic,
+          partition: control.partition,
+          offset,
+        }));
+        return this.client.commit(offsets);
+      })
       .then(() => {
         if (offsets.length === 0) return; // only a memory was written
         this.lastProgressAt = Date.now();
         this.observer.commit('periodic', offsets, Date.now() - sentAt);
-        for (const { control, offset } of batch) {
+        for (const { control, offset } of sent) {
           if (control.lastCommitted === undefined || offset > control.lastCommitted) {
             control.lastCommitted = offset;
           }
@@ -940,9 +974,11 @@ export class ConsumerEngine implements ProcessorHost {
         this.failWith(err instanceof Error ? err : new Error(String(err)));
       })
       .finally(() => {
+        this.revokesInFlight -= 1;
         this.rebalanceTasks.delete(task);
         this.notifyChanged();
       });
+    this.revokesInFlight += 1;
     this.rebalanceTasks.add(task);
   }
 
@@ -1115,8 +1151,45 @@ export class ConsumerEngine implements ProcessorHost {
         toCommit.push({ control: c, offset });
       }
     }
-    // The memory of work finished out of order goes first (confirmed), then the commit.
-    await this.saveMemories([...toCommit, ...unchanged]);
+    // The memory of work finished out of order goes first (confirmed), then the commit. Its write
+    // may take at most half of what is left: a memory landing after the commit is still true (the
+    // next owner applies it only while the committed offset equals its base).
+    const memoryWritten = await this.within(
+      this.saveMemories([...toCommit, ...unchanged]),
+      Math.floor((deadline - Date.now()) / 2),
+    );
+    if (!memoryWritten) {
+      this.logger.warn(
+        { partitions: list(controls) },
+        'the completed-offset memory write did not finish in time: committing without waiting for it (if it is lost, the next owner redoes work finished out of order: duplicates)',
+      );
+    }
+    // An earlier commit of a partition that librdkafka has not answered (one that timed out here)
+    // could land after this one and move the offset backwards: wait for its answer first.
+    const overtakable = (): { control: PartitionControl; offset: number }[] =>
+      toCommit.filter(
+        ({ control, offset }) => !this.client.canCommit(control.topic, control.partition, offset),
+      );
+    if (overtakable().length > 0) {
+      await this.waitUntil(() => overtakable().length === 0, deadline - 100);
+      for (const entry of overtakable()) {
+        const { control, offset } = entry;
+        const earlier = this.client.unanswered(control.topic, control.partition);
+        const reason = `an earlier commit of offset ${earlier.join(', ')} is still unanswered; committing ${offset} now could be overtaken by it`;
+        this.partitionLogger(control).warn(
+          { offset, unanswered: earlier },
+          'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
+        );
+        results.set(control, {
+          topic: control.topic,
+          partition: control.partition,
+          status: 'failed',
+          offset,
+          reason,
+        });
+        toCommit.splice(toCommit.indexOf(entry), 1);
+      }
+    }
     let attempt = 0;
     while (toCommit.length > 0) {
       attempt += 1;
@@ -1303,11 +1376,16 @@ export class ConsumerEngine implements ProcessorHost {
       throw notOwned('this consumer does not own it right now');
     }
     const offset = await this.resolvePosition(tp, position);
+    // The seek belongs to the assignment it was called for: if the partition was revoked (and
+    // perhaps assigned again) while its position was looked up, it is not applied to a newer one.
+    if (this.owned.get(key) !== owner || !owner.active || this.state.kind !== 'running') {
+      throw notOwned('it was revoked while its position was looked up');
+    }
     // The native seek runs between two consume calls (see the loop): librdkafka then bumps the
     // partition's version and resets its position, so every later consume call returns only
     // records of the new position — no stale record can reach the new stream.
     await new Promise<void>((resolve, reject) => {
-      this.pendingSeeks.push({ key, tp, offset, position, resolve, reject, notOwned });
+      this.pendingSeeks.push({ key, owner, tp, offset, position, resolve, reject, notOwned });
       this.notifyChanged();
     });
     return offset;
@@ -1317,25 +1395,35 @@ export class ConsumerEngine implements ProcessorHost {
   private async applySeeks(): Promise<void> {
     const seeks = this.pendingSeeks.splice(0);
     for (const s of seeks) {
-      const old = this.owned.get(s.key);
-      if (old === undefined || !old.active || this.state.kind !== 'running') {
+      const old = s.owner;
+      if (this.owned.get(s.key) !== old || !old.active || this.state.kind !== 'running') {
         s.reject(s.notOwned('it was revoked before the seek could be applied'));
         continue;
       }
       try {
+        // Timeout 0: librdkafka bumps the partition's version barrier and queues the seek before
+        // the call returns, so once it succeeds the seek is certain to apply (a timed wait could
+        // report a timeout for a seek that still happens). Only local errors (partition not
+        // assigned) fail it, and then nothing changed.
         await this.client.seek(
           { topic: s.tp.topic, partition: s.tp.partition, offset: s.offset },
-          this.settings.commitTimeoutMs,
+          0,
         );
       } catch (err) {
         // Nothing changed: the old stream goes on from where it was.
         s.reject(err instanceof Error ? err : new Error(String(err)));
         continue;
       }
+      // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.
       if (this.owned.get(s.key) !== old || !old.active) {
-        s.reject(s.notOwned('it was revoked while the seek was applied'));
+        s.reject(
+          s.notOwned(
+            'it was revoked or the consumer closed while the seek was applied; its stream drains from where it was',
+          ),
+        );
         continue;
       }
+
       old.fence(`seek to ${s.offset}`);
       this.retire(old);
       const control = new PartitionControl(
@@ -1755,9 +1843,26 @@ export class ConsumerEngine implements ProcessorHost {
     this.logger.info({ partitions: this.owned.size }, 'closing');
     // An assignment still waiting for its start offsets is answered now (then revoked below).
     this.answerPendingAssign('the consumer is closing');
-    const active = [...this.owned.values()].filter((c) => c.active);
     // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
     for (const c of this.owned.values()) c.end();
+    // Leave the group only once every revoke in flight has drained, committed (confirmed) and
+    // unassigned: a member that leaves first has its final commits refused (UNKNOWN_MEMBER_ID
+    // under KIP-848) and the next owners redo that work. The consume loop keeps polling meanwhile.
+    if (this.revokesInFlight > 0) {
+      this.logger.info(
+        { revokes: this.revokesInFlight },
+        'closing: waiting for the revoke in flight to finish before leaving the group',
+      );
+      const settled = await this.waitUntil(() => this.revokesInFlight === 0, deadline - 2000);
+      if (!settled) {
+        this.logger.warn(
+          'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
+        );
+      }
+      // An assignment that arrived meanwhile ended at once (closing); answer a pending one now.
+      this.answerPendingAssign('the consumer is closing');
+    }
+    const active = [...this.owned.values()].filter((c) => c.state === 'ending' || c.active);
     if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
       // librdkafka sends a LeaveGroup on unsubscribe() even for a static member (it skips it only
       // inside its own close), and the group would rebalance. Revoke locally instead, through
@@ -1852,6 +1957,21 @@ export class ConsumerEngine implements ProcessorHost {
       };
       this.changed.add(check);
     });
+  }
+
+  /** Whether `promise` settled within `ms` (its outcome is left to it). */
+  private async within(promise: Promise<void>, ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        promise.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), Math.max(0, ms));
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {

@@ -1,0 +1,259 @@
+/**
+ * Regression tests for the paths on which "a graceful rebalance or shutdown loses nothing and
+ * repeats nothing" broke: a stop while a revoke drains, a stop by unsubscribing, a retry in backoff
+ * at the revoke, thousands of waiters cancelled at once, a slow completed-offset write, a seek
+ * racing a rebalance. Each was a failing test before its fix.
+ */
+import assert from 'node:assert/strict';
+import { Subject, takeUntil } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import { NotAssignedError } from '../lib';
+import type { KafkaMessage } from '../lib';
+import type { CompletedStore } from '../lib/internal/completed-store';
+import { T, harness, tp, until } from './helpers/harness';
+
+const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
+
+/** A promise with its resolve exposed. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((r) => (open = r));
+  return { promise, open };
+}
+
+describe('graceful on every path', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
+    it(`close() during an in-flight revoke leaves the group only after that revoke committed and unassigned (${protocol})`, async () => {
+      const h = harness({}, { protocol });
+      const slow = gate();
+      subs.push(
+        h.consumer
+          .process((m: KafkaMessage) =>
+            m.partition === 0 && m.offset === 2 ? slow.promise : undefined,
+          )
+          .subscribe(),
+      );
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 5);
+      h.fake().produce(T, 1, 5);
+      h.fake().rebalanceAssign([tp(0), tp(1)]);
+      await until(() => committed(h, 0) === 2 && committed(h, 1) === 5, 'first commits');
+      // The broker revokes partition 0 (cooperative) or everything (eager) while offset 2 runs.
+      h.fake().rebalanceRevoke(protocol === 'EAGER' ? [tp(0), tp(1)] : [tp(0)]);
+      await until(() => h.events.some((e) => e.type === 'revoking'), 'revoking');
+      const closed = h.consumer.close();
+      await new Promise((r) => setTimeout(r, 30));
+      assert.ok(
+        !h.fake().ops().includes('unsubscribe'),
+        'no unsubscribe while a revoke is still draining',
+      );
+      slow.open();
+      await closed;
+      const ops = h.fake().ops();
+      // Offset 2 finished during the drain; 3 and 4 had not started and are left to the next owner.
+      const finalCommit = ops.findIndex((o) => o.startsWith('commit(') && o.includes(`${T}[0]@3`));
+      const release = ops.findIndex((o) => o === 'unassign' || o.startsWith('incrementalUnassign'));
+      assert.ok(finalCommit >= 0, `final commit of partition 0 in ${ops.join(' ')}`);
+      assert.ok(release > finalCommit, 'unassigned after the final commit');
+      assert.ok(
+        ops.indexOf('unsubscribe') === -1 || ops.indexOf('unsubscribe') > release,
+        `unsubscribe only after the revoke finished: ${ops.join(' ')}`,
+      );
+      assert.equal(committed(h, 0), 3);
+      assert.equal(committed(h, 1), 5);
+    });
+  }
+
+  for (const how of ['unsubscribe', 'takeUntil'] as const) {
+    it(`stopping by ${how} is as graceful as close(): in-flight work finishes and counts`, async () => {
+      const h = harness({}, { protocol: 'COOPERATIVE' });
+      const slow = gate();
+      const finished: number[] = [];
+      const stop$ = new Subject<void>();
+      let completed = false;
+      const sub = h.consumer
+        .process(
+          async (m: KafkaMessage) => {
+            if (m.offset >= 3) await slow.promise;
+            finished.push(m.offset);
+          },
+          { partitionConcurrency: 4 },
+        )
+        .pipe(how === 'takeUntil' ? takeUntil(stop$) : (s) => s)
+        .subscribe({ complete: () => (completed = true) });
+      subs.push(sub);
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 6);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(h) === 3, 'commit below the slow ones');
+      let rebalancesDone = false;
+      h.consumer.rebalances$.subscribe({ complete: () => (rebalancesDone = true) });
+      if (how === 'unsubscribe') sub.unsubscribe();
+      else stop$.next();
+      if (how === 'takeUntil') assert.equal(completed, true);
+      await new Promise((r) => setTimeout(r, 20));
+      slow.open();
+      await until(() => rebalancesDone, 'the consumer closed');
+      assert.deepEqual(finished.sort(), [0, 1, 2, 3, 4, 5]);
+      assert.equal(committed(h), 6, 'the work that finished after the stop is committed');
+    });
+  }
+
+  it('keeps retrying a message in backoff when its partition is revoked, so the work above it is not redone', async () => {
+    const h = harness({ drainTimeoutMs: 3000 }, { protocol: 'COOPERATIVE' });
+    let attempts = 0;
+    const done: number[] = [];
+    subs.push(
+      h.consumer
+        .process(
+          (m: KafkaMessage) => {
+            if (m.offset === 1 && ++attempts === 1) throw new Error('transient');
+            done.push(m.offset);
+          },
+          { partitionConcurrency: 2, retry: { count: 3, initialDelayMs: 150, jitter: 0 } },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 4);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => attempts === 1 && done.includes(2), 'offset 1 in backoff, 2 done');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.equal(attempts, 2, 'retried during the drain');
+    assert.equal(committed(h), 4, 'everything committed: the next owner redoes nothing');
+    await h.consumer.close();
+  });
+
+  it('releases a partition with thousands of waiting messages and unlimited partition concurrency', async () => {
+    const h = harness({ maxBufferedMessages: 20_000, consumeBatchSize: 1000 });
+    const running = gate();
+    let started = 0;
+    subs.push(
+      h.consumer
+        .process(
+          () => {
+            started += 1;
+            return running.promise;
+          },
+          { concurrency: 2, partitionConcurrency: Infinity },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 15_000, 1);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().remaining(T, 0) === 0, 'everything fetched');
+    await until(() => started === 2, 'two running');
+    h.fake().rebalanceRevoke([tp(0)]);
+    // The 14,998 waiting messages are cancelled at once; the two running ones finish.
+    running.open();
+    await until(() => h.events.some((e) => e.type === 'drained'), 'drained', 3000);
+    const drained = h.events.find((e) => e.type === 'drained');
+    assert.ok(drained?.type === 'drained' && !drained.timedOut, 'drained before the deadline');
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.equal(committed(h), 2);
+    await h.consumer.close();
+  });
+
+  it('never sends a periodic commit after the final commit while a completed-offset write is slow', async () => {
+    let slowSaves = false;
+    const saves: { partition: number; base: number }[] = [];
+    const store: CompletedStore = {
+      load: () => Promise.resolve(new Map()),
+      save: async (entries) => {
+        for (const e of entries) saves.push({ partition: e.partition, base: e.base });
+        if (slowSaves) await new Promise((r) => setTimeout(r, 900));
+      },
+      close: () => Promise.resolve(),
+    };
+    const h = harness(
+      { rememberCompleted: { topic: 'memory' }, commitIntervalMs: 10, drainTimeoutMs: 400 },
+      { protocol: 'COOPERATIVE' },
+      { storeFactory: () => store },
+    );
+    const hold = gate();
+    subs.push(
+      h.consumer
+        .process((m: KafkaMessage) => (m.offset === 0 ? hold.promise : undefined), {
+          partitionConcurrency: 4,
+          ordering: 'none',
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => saves.length > 0, 'a memory of 1 and 2 written');
+    slowSaves = true;
+    hold.open();
+    // The periodic commit of 3 is now waiting for its slow memory write; revoke meanwhile.
+    await until(() => saves.length > 1, 'the periodic memory write started');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked' || e.type === 'lost'), 'revoked');
+    const revoked = h.events.find((e) => e.type === 'revoked');
+    assert.ok(revoked?.type === 'revoked' && revoked.totalMs < 1000, 'within the drain deadline');
+    // Let the slow periodic write finish: its commit must not be sent any more.
+    await new Promise((r) => setTimeout(r, 1000));
+    const commits = h
+      .fake()
+      .ops()
+      .filter((o) => o.startsWith('commit('));
+    const release = h
+      .fake()
+      .ops()
+      .findIndex((o) => o.startsWith('incrementalUnassign'));
+    const after = h
+      .fake()
+      .ops()
+      .slice(release + 1)
+      .filter((o) => o.startsWith('commit('));
+    assert.deepEqual(after, [], `no commit after the unassign: ${commits.join(' ')}`);
+    await h.consumer.close();
+  });
+
+  it('rejects a seek whose partition was revoked and assigned again while its position was looked up', async () => {
+    const h = harness({}, { protocol: 'COOPERATIVE' });
+    const seen: { offset: number; generation: number }[] = [];
+    subs.push(
+      h.consumer
+        .process(
+          (m: KafkaMessage) => void seen.push({ offset: m.offset, generation: m.generation }),
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 10);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 10, 'consumed');
+    // Hold the timestamp lookup: revoke and reassign the partition meanwhile.
+    const fake = h.fake();
+    const lookup = gate();
+    const original = fake.offsetsForTimes.bind(fake);
+    fake.offsetsForTimes = (tps, timeout, cb) =>
+      void lookup.promise.then(() => original(tps, timeout, cb));
+    const seek = h.consumer.seek(tp(0), { timestamp: 0 });
+    fake.rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    fake.rebalanceAssign([tp(0)]);
+    await until(() => h.events.filter((e) => e.type === 'assigned').length === 2, 'reassigned');
+    lookup.open();
+    await assert.rejects(seek, NotAssignedError);
+    await new Promise((r) => setTimeout(r, 30));
+    assert.ok(
+      !h
+        .fake()
+        .ops()
+        .some((o) => o.startsWith('seek(')),
+      'the seek never touched the new assignment',
+    );
+    assert.equal(seen.length, 10, 'nothing replayed');
+    await h.consumer.close();
+  });
+});
