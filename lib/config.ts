@@ -70,7 +70,13 @@ export interface ReactiveConsumerOptions {
   commitIntervalMs?: number;
   /** How long to wait for the broker to confirm one commit, in ms. @default 10000 */
   commitTimeoutMs?: number;
-  /** Longest time `close()` may take (drain, commit, leave, disconnect), in ms. @default drainTimeoutMs + 15000 */
+  /**
+   * Longest time `close()` may take as a whole (drain, final commit, leave, disconnect), in ms.
+   * The default fits a Kubernetes pod's 30 s SIGTERM grace period; a revoke running while the
+   * consumer closes is brought forward to end within it (handlers still running then are cut off
+   * and their messages redone by the next owner). `close({ timeoutMs })` overrides it per call.
+   * @default 25000
+   */
   closeTimeoutMs?: number;
   /** Longest wait for the first connection to the cluster, in ms. @default 30000 */
   connectTimeoutMs?: number;
@@ -153,7 +159,7 @@ export const DEFAULTS = {
   maxBufferedMessages: 1000,
   maxBufferedBytes: 16 * 1024 * 1024,
   resumeThreshold: 0.5,
-  closeMarginMs: 15_000,
+  closeTimeoutMs: 25_000,
 } as const;
 
 /**
@@ -336,7 +342,7 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
       0,
     ),
     metricsIntervalMs,
-    closeTimeoutMs: positiveInt(opts, 'closeTimeoutMs', drainTimeoutMs + DEFAULTS.closeMarginMs),
+    closeTimeoutMs: positiveInt(opts, 'closeTimeoutMs', DEFAULTS.closeTimeoutMs),
     connectTimeoutMs: positiveInt(opts, 'connectTimeoutMs', DEFAULTS.connectTimeoutMs),
     consumeBatchSize: positiveInt(opts, 'consumeBatchSize', DEFAULTS.consumeBatchSize),
     consumeTimeoutMs: positiveInt(opts, 'consumeTimeoutMs', DEFAULTS.consumeTimeoutMs, 0),

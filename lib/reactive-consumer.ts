@@ -365,12 +365,22 @@ export class ReactiveConsumer {
   }
 
   /**
-   * Graceful shutdown: stops intake, drains in-flight handlers, commits (confirmed by the broker),
-   * leaves the group and disconnects, within `closeTimeoutMs`. Idempotent; safe before the first
-   * assignment and from a SIGTERM handler. The pipeline completes afterwards.
+   * Graceful shutdown: stops intake, waits for revokes already in flight, drains in-flight
+   * handlers, commits (confirmed by the broker), leaves the group and disconnects, within
+   * `timeoutMs` (default `closeTimeoutMs`, 25 s: inside a Kubernetes pod's 30 s SIGTERM grace
+   * period). Idempotent (the first call's deadline holds); safe before the first assignment and from
+   * a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline
+   * completes afterwards.
    */
-  async close(): Promise<void> {
-    await this.engine.close();
+  async close(options: { timeoutMs?: number } = {}): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? this.settings.closeTimeoutMs;
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+      throw new ConfigError(
+        `Expected \`timeoutMs\` to be a positive integer (ms), got ${String(timeoutMs)}`,
+        'timeoutMs',
+      );
+    }
+    await this.engine.close(timeoutMs);
     // Every write the revoke waited for is settled; flush and disconnect the dead-letter producer.
     await Promise.all(
       [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),

@@ -5,10 +5,10 @@
  * racing a rebalance. Each was a failing test before its fix.
  */
 import assert from 'node:assert/strict';
-import { Subject, takeUntil } from 'rxjs';
+import { Subject, firstValueFrom, takeUntil } from 'rxjs';
 import type { Subscription } from 'rxjs';
-import { NotAssignedError } from '../lib';
-import type { KafkaMessage } from '../lib';
+import { ConfigError, NotAssignedError, StartPositionError } from '../lib';
+import type { KafkaMessage, PartitionStream } from '../lib';
 import type { CompletedStore } from '../lib/internal/completed-store';
 import { T, harness, tp, until } from './helpers/harness';
 
@@ -254,6 +254,100 @@ describe('graceful on every path', () => {
       'the seek never touched the new assignment',
     );
     assert.equal(seen.length, 10, 'nothing replayed');
+    await h.consumer.close();
+  });
+
+  it('brings a revoke forward when close() has to finish sooner, so the final commit still happens', async () => {
+    const h = harness({ drainTimeoutMs: 8000, commitIntervalMs: 60_000 });
+    const hung = gate();
+    const done: number[] = [];
+    let hanging = false;
+    subs.push(
+      h.consumer
+        .process(
+          (m: KafkaMessage) => {
+            if (m.offset !== 2) return void done.push(m.offset);
+            hanging = true;
+            return hung.promise;
+          },
+          { partitionConcurrency: 2 },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => hanging && done.length === 2, 'offsets 0 and 1 done, 2 hanging');
+    const started = Date.now();
+    await h.consumer.close({ timeoutMs: 1500 });
+    assert.ok(
+      Date.now() - started < 2500,
+      `closed within its timeout (${Date.now() - started} ms)`,
+    );
+    assert.equal(committed(h), 2, 'what finished before the hung handler was committed');
+    hung.open();
+  });
+
+  it('rejects a close() timeout that is not a positive integer with a ConfigError', async () => {
+    const h = harness();
+    await assert.rejects(h.consumer.close({ timeoutMs: -1 }), ConfigError);
+    await h.consumer.close();
+  });
+
+  it("ignores an ack of another topic's message on a partition stream", async () => {
+    const h = harness({}, {});
+    let stream: PartitionStream | undefined;
+    subs.push(h.consumer.partitions$.subscribe((p) => (stream = p)));
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 1);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => stream !== undefined, 'a partition stream');
+    const own = await firstValueFrom((stream as PartitionStream).messages$);
+    (stream as PartitionStream).ack({ ...own, topic: 'another-topic' });
+    await new Promise((r) => setTimeout(r, 60));
+    assert.equal(committed(h) ?? 0, 0, 'nothing committed past the unprocessed offset');
+    (stream as PartitionStream).ack(own);
+    await until(() => committed(h) === 1, 'the real ack commits');
+    await h.consumer.close();
+  });
+
+  it('ends the consumer with the onAssign failure even when the assignment was answered early', async () => {
+    const h = harness({
+      onAssign: () => new Promise((_, reject) => setTimeout(() => reject(new Error('no')), 50)),
+    });
+    let failure: unknown;
+    subs.push(h.consumer.process(() => undefined).subscribe({ error: (e) => (failure = e) }));
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    // A revoke answers the assignment before the hook settles.
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => failure !== undefined, 'the pipeline failed');
+    assert.ok(failure instanceof StartPositionError, String(failure));
+  });
+
+  it('forgets a stream replaced by a seek once its aborted handlers finished', async () => {
+    const h = harness({}, { protocol: 'COOPERATIVE' });
+    const hold = gate();
+    let holding = false;
+    subs.push(
+      h.consumer
+        .process((m: KafkaMessage) => {
+          if (m.offset !== 0 || m.generation !== 1 || holding) return undefined;
+          holding = true;
+          return hold.promise;
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => holding, 'offset 0 running');
+    const retired = (h.consumer as unknown as { engine: { retired: Set<unknown> } }).engine.retired;
+    await h.consumer.seek(tp(0), { offset: 3 });
+    assert.equal(retired.size, 1, 'the replaced stream waits for its aborted handler');
+    hold.open();
+    await until(() => retired.size === 0, 'forgotten without a revoke');
+    await until(() => committed(h) === 5, 'the new stream committed');
     await h.consumer.close();
   });
 });

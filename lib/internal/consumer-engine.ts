@@ -159,6 +159,9 @@ export class ConsumerEngine implements ProcessorHost {
   private loopDone: Promise<void> | undefined;
   private startPromise: Promise<void> | undefined;
   private closePromise: Promise<void> | undefined;
+  /** Set once close() started: when it must be done by, and since when. */
+  private closeDeadline: number | undefined;
+  private closeStartedAt = 0;
   private failure: Error | undefined;
   /** The error behind librdkafka's ERR__FATAL, from its FATAL log line. */
   private fatalCause: number | undefined;
@@ -396,6 +399,8 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private onAck = (control: PartitionControl): void => {
+    // A stream a seek replaced is forgotten once its aborted handlers finished.
+    if (this.retired.size > 0 && control.isDrained) this.retired.delete(control);
     if (
       control.paused &&
       control.ledger.window <= this.resumeAtMessages &&
@@ -593,9 +598,12 @@ export class ConsumerEngine implements ProcessorHost {
       })
       .then((starts) => {
         if (this.pendingAssign === pending) this.pendingAssign = undefined;
-        if (pending.applied) return; // answered already, without start offsets (see answerPendingAssign)
-        pending.applied = true;
-        this.applyAssign(generation, partitions, starts);
+        // Answered already, without start offsets (see answerPendingAssign), or not.
+        if (!pending.applied) {
+          pending.applied = true;
+          this.applyAssign(generation, partitions, starts);
+        }
+        // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
           this.logger.error({ err: hookFailure }, 'the onAssign hook failed: closing');
           this.failWith(hookFailure);
@@ -906,7 +914,10 @@ export class ConsumerEngine implements ProcessorHost {
       if (running.length > 0) this.client.raw.resume(running);
       if (held.length > 0) this.client.raw.pause(held);
     } catch (err) {
-      this.logger.debug({ err }, 'pause/resume of new partitions failed');
+      this.logger.warn(
+        { err, running, held },
+        'pause/resume of newly assigned partitions failed: a partition paused by the application may be fetched, or one left paused by librdkafka may not be, until the next pause()/resume() or rebalance',
+      );
     }
     this.logger.info(
       { generation, protocol, partitions, starts: Object.fromEntries(starts) },
@@ -994,14 +1005,25 @@ export class ConsumerEngine implements ProcessorHost {
   ): Promise<void> {
     const total = this.settings.drainTimeoutMs;
     const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
-    const deadline = startedAt + total;
-    const drainDeadline = deadline - commitReserve;
-
-    // Streams replaced by a seek of these partitions still running aborted handlers count too.
-    const drained = await this.waitUntil(
-      () => controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0,
-      drainDeadline,
-    );
+    // The revoke deadline is tied to max.poll.interval.ms; a close() that has to finish sooner
+    // (closeTimeoutMs, a SIGTERM grace period) brings it forward, so the final commit still
+    // happens before the consumer disconnects.
+    let deadline = startedAt + total;
+    const isDrained = (): boolean =>
+      controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0;
+    let drained = false;
+    for (;;) {
+      deadline = Math.min(startedAt + total, this.revokeDeadlineWhileClosing());
+      const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
+      const closingSince = this.closeDeadline;
+      // Streams replaced by a seek of these partitions still running aborted handlers count too.
+      drained = await this.waitUntil(
+        () => isDrained() || this.closeDeadline !== closingSince,
+        deadline - commitShare,
+      );
+      drained = isDrained();
+      if (drained || this.closeDeadline === closingSince) break;
+    }
     const stragglers = controls.filter((c) => !c.isDrained);
     const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
     const stuck = stragglers.map((c) => c.describe());
@@ -1114,6 +1136,14 @@ export class ConsumerEngine implements ProcessorHost {
         at: revokedAt,
       });
     }
+  }
+
+  /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
+  private revokeDeadlineWhileClosing(): number {
+    if (this.closeDeadline === undefined) return Number.POSITIVE_INFINITY;
+    // Leave time to unsubscribe, leave the group and disconnect after the revoke.
+    const total = this.closeDeadline - this.closeStartedAt;
+    return this.closeDeadline - Math.min(2500, Math.floor(total / 5));
   }
 
   /** Under cooperative rebalancing after a newer generation: is the partition still assigned? */
@@ -1815,15 +1845,20 @@ export class ConsumerEngine implements ProcessorHost {
   // ---------------------------------------------------------------------------------------------
   // Close
 
-  /** Graceful shutdown, bounded by `closeTimeoutMs`. Idempotent. */
-  close(): Promise<void> {
-    this.closePromise ??= this.doClose();
+  /** Graceful shutdown, bounded by `timeoutMs` (default `closeTimeoutMs`). Idempotent. */
+  close(timeoutMs: number = this.settings.closeTimeoutMs): Promise<void> {
+    this.closePromise ??= this.doClose(timeoutMs);
     return this.closePromise;
   }
 
-  private async doClose(): Promise<void> {
+  private async doClose(timeoutMs: number): Promise<void> {
     const startedAt = Date.now();
-    const deadline = startedAt + this.settings.closeTimeoutMs;
+    const deadline = startedAt + timeoutMs;
+    this.closeStartedAt = startedAt;
+    this.closeDeadline = deadline;
+    this.notifyChanged(); // revokes in flight shorten their deadline to fit
+    // Partitions must be released by then; what is left is for unsubscribing and disconnecting.
+    const releaseBy = deadline - Math.min(2000, Math.floor(timeoutMs / 10));
     if (this.state.kind === 'idle') {
       this.state = { kind: 'closed' };
       this.finish();
@@ -1853,7 +1888,7 @@ export class ConsumerEngine implements ProcessorHost {
         { revokes: this.revokesInFlight },
         'closing: waiting for the revoke in flight to finish before leaving the group',
       );
-      const settled = await this.waitUntil(() => this.revokesInFlight === 0, deadline - 2000);
+      const settled = await this.waitUntil(() => this.revokesInFlight === 0, releaseBy);
       if (!settled) {
         this.logger.warn(
           'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
@@ -1889,7 +1924,7 @@ export class ConsumerEngine implements ProcessorHost {
           this.rebalanceTasks.size === 0 &&
           this.assignmentEmpty() &&
           [...this.retired].every((c) => c.isDrained),
-        deadline - 2000,
+        releaseBy,
         50,
       );
       if (!released) {
