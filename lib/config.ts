@@ -21,7 +21,18 @@ const OWNED_SETTINGS: Record<string, { allowed: unknown; why: string }> = {
     allowed: undefined,
     why: 'the library awaits each commit result itself',
   },
+  event_cb: {
+    allowed: true,
+    why: "without librdkafka's events the library cannot see a lost membership, a fatal or authentication error, or an offset reset",
+  },
 };
+
+/**
+ * librdkafka's `log_level` must let through warnings (syslog level 4): the library learns of a
+ * dropped membership (MAXPOLL, SESSTMOUT), the error behind a fatal one and offset resets only
+ * from those lines.
+ */
+const MIN_LOG_LEVEL = 4;
 
 /** Settings librdkafka refuses with `group.protocol=consumer` (KIP-848 moves them to the broker). */
 const CLASSIC_ONLY_SETTINGS = [
@@ -251,11 +262,20 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
   if (typeof groupId !== 'string' || groupId.length === 0) {
     fail('group.id', 'a non-empty string', groupId);
   }
+  const logLevel = config.log_level;
+  if (logLevel !== undefined && !(Number(logLevel) >= MIN_LOG_LEVEL)) {
+    throw new ConfigError(
+      `Expected \`log_level\` to be at least ${MIN_LOG_LEVEL} (warnings): the library detects lost group membership, fatal errors and offset resets from librdkafka's warning lines; got ${formatValue(logLevel)} (filter librdkafka's lines in your pino logger instead)`,
+      'log_level',
+    );
+  }
   for (const [key, rule] of Object.entries(OWNED_SETTINGS)) {
     const value = config[key];
     if (value === undefined) continue;
     const ok =
-      rule.allowed === false ? value === false || value === 'false' : rule.allowed === value;
+      typeof rule.allowed === 'boolean'
+        ? value === rule.allowed || value === String(rule.allowed)
+        : rule.allowed === value;
     if (!ok) {
       throw new ConfigError(
         `Expected \`${key}\` to be ${rule.allowed === undefined ? 'unset' : `unset or ${String(rule.allowed)}`}: ${rule.why}; got ${formatValue(value)}`,
