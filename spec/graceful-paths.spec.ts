@@ -350,4 +350,128 @@ describe('graceful on every path', () => {
     await until(() => committed(h) === 5, 'the new stream committed');
     await h.consumer.close();
   });
+
+  it('treats a revoke of a lost assignment as lost at once: handlers aborted, nothing committed', async () => {
+    const h = harness({ drainTimeoutMs: 5000 }, { protocol: 'COOPERATIVE' });
+    const hung = gate();
+    let signal: AbortSignal | undefined;
+    subs.push(
+      h.consumer
+        .process((m: KafkaMessage) => {
+          if (m.offset !== 3) return undefined;
+          signal = m.signal;
+          return hung.promise;
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => signal !== undefined && committed(h) === 3, 'offset 3 hanging, 3 committed');
+    const commitsBefore = h
+      .fake()
+      .ops()
+      .filter((o) => o.startsWith('commit(')).length;
+    const t0 = Date.now();
+    // librdkafka was fenced by a heartbeat: the revoke looks ordinary, the assignment is lost.
+    h.fake().rebalanceRevoke([tp(0)], { lost: true });
+    await until(() => h.events.some((e) => e.type === 'lost'), 'lost', 2000);
+    assert.ok(Date.now() - t0 < 1000, 'promptly, without waiting for the drain deadline');
+    assert.equal(signal?.aborted, true, 'the hung handler was aborted');
+    assert.deepEqual(
+      h.events.map((e) => e.type),
+      ['assigned', 'revoking', 'lost'],
+    );
+    assert.equal(
+      h
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('commit(')).length,
+      commitsBefore,
+      'no commit for a lost assignment',
+    );
+    assert.ok(
+      h
+        .fake()
+        .ops()
+        .some((o) => o.startsWith('incrementalUnassign')),
+    );
+    hung.open();
+    await h.consumer.close();
+  });
+
+  it('retries a final commit refused with STALE_MEMBER_EPOCH until it is confirmed (KIP-848 coordinator failover)', async () => {
+    let stale = 0;
+    const h = harness(
+      { drainTimeoutMs: 5000, commitIntervalMs: 60_000 },
+      {
+        protocol: 'COOPERATIVE',
+        commitResult: () => (stale > 0 && stale-- > 0 ? 113 : undefined),
+      },
+    );
+    let processed = 0;
+    subs.push(h.consumer.process(() => void (processed += 1)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 4);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => processed === 4, 'processed');
+    stale = 5;
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(
+      () => h.events.some((e) => e.type === 'revoked' || e.type === 'lost'),
+      'revoked',
+      8000,
+    );
+    const done = h.events.find((e) => e.type === 'committed');
+    assert.ok(
+      done?.type === 'committed' && done.results[0]?.status === 'committed',
+      JSON.stringify(done),
+    );
+    assert.equal(committed(h), 4);
+    assert.equal(stale, 0, 'every stale refusal was retried');
+    await h.consumer.close();
+  });
+
+  it('never lets a commit that timed out land after a newer one (no backwards commit)', async () => {
+    const h = harness(
+      { commitIntervalMs: 20, commitTimeoutMs: 100 },
+      {
+        protocol: 'COOPERATIVE',
+        // The commit of offset 2 is answered (and applied) only after 60 consume calls: long after
+        // its wait timed out here.
+        commitPolls: (offsets) => (offsets.some((o) => o.offset === 2) ? 60 : undefined),
+      },
+    );
+    const hold = gate();
+    subs.push(
+      h.consumer
+        .process((m: KafkaMessage) => (m.offset === 2 ? hold.promise : undefined))
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(
+      () =>
+        h
+          .fake()
+          .ops()
+          .some((o) => o === `commit(${T}[0]@2)`),
+      'commit of 2 sent',
+    );
+    hold.open();
+    await until(() => committed(h) === 5, 'the newer offset committed', 5000);
+    const ops = h
+      .fake()
+      .ops()
+      .filter((o) => o.startsWith('commit('));
+    const late = ops.indexOf(`commit(${T}[0]@2)`);
+    const newer = ops.findIndex((o) => o === `commit(${T}[0]@5)`);
+    assert.ok(late >= 0 && newer > late, ops.join(' '));
+    // Every result has arrived: the group still holds the newer offset.
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(committed(h), 5, 'the late answer did not move the offset back');
+    await h.consumer.close();
+    assert.equal(committed(h), 5);
+  });
 });

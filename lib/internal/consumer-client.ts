@@ -34,9 +34,16 @@ interface PendingCommit {
   readonly timer: NodeJS.Timeout;
 }
 
+interface PendingProbe {
+  readonly resolve: (lost: boolean | undefined) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
 export class ConsumerClient {
   readonly raw: RdKafkaConsumer;
   private readonly pendingCommits: PendingCommit[] = [];
+  /** Assignment-lost probes waiting for their answer, oldest first (librdkafka answers in order). */
+  private readonly pendingProbes: PendingProbe[] = [];
   private consuming = false;
   private lastTimeoutMs = -1;
 
@@ -192,6 +199,40 @@ export class ConsumerClient {
     return this.unanswered(topic, partition).every((o) => o === offset);
   }
 
+  /**
+   * Whether librdkafka considers the current assignment lost (`rd_kafka_assignment_lost()`, which
+   * node-rdkafka does not expose). A commit of the current assignment (`commit()` without offsets)
+   * is answered locally: `ERR__ASSIGNMENT_LOST` when the assignment is lost — librdkafka fenced
+   * by a heartbeat, a session timeout, max.poll exceeded — and `ERR__NO_OFFSET` otherwise (the
+   * library stores no offsets, so nothing is sent to the broker). Resolves `undefined` when no
+   * answer came within `timeoutMs` (the answer, like every commit result, is served by consume()).
+   */
+  probeAssignmentLost(timeoutMs: number): Promise<boolean | undefined> {
+    return new Promise((resolve) => {
+      const probe: PendingProbe = {
+        resolve,
+        timer: setTimeout(() => {
+          this.removeProbe(probe);
+          resolve(undefined);
+        }, timeoutMs),
+      };
+      this.pendingProbes.push(probe);
+      try {
+        this.raw.commit();
+      } catch (err) {
+        this.removeProbe(probe);
+        clearTimeout(probe.timer);
+        this.logger.debug({ err }, 'could not ask librdkafka whether the assignment is lost');
+        resolve(undefined);
+      }
+    });
+  }
+
+  private removeProbe(probe: PendingProbe): void {
+    const i = this.pendingProbes.indexOf(probe);
+    if (i >= 0) this.pendingProbes.splice(i, 1);
+  }
+
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
@@ -271,6 +312,20 @@ export class ConsumerClient {
   }
 
   private onCommitResult(err: LibrdKafkaError | undefined, offsets: TopicPartitionOffset[]): void {
+    // The answer to an assignment-lost probe carries no offset (a commit of the current
+    // assignment with nothing stored); every commit the library sends has valid offsets.
+    if (
+      this.pendingProbes.length > 0 &&
+      offsets.every((o) => !(typeof o.offset === 'number' && o.offset >= 0))
+    ) {
+      const probe = this.pendingProbes.shift() as PendingProbe;
+      clearTimeout(probe.timer);
+      const code = err?.code;
+      probe.resolve(
+        code === Code.ASSIGNMENT_LOST ? true : code === Code.NO_OFFSET ? false : undefined,
+      );
+      return;
+    }
     const got = new Map<string, number>();
     for (const o of offsets) got.set(tpKey(o.topic, o.partition), o.offset);
     const index = this.pendingCommits.findIndex((p) =>

@@ -971,6 +971,15 @@ export class ConsumerEngine implements ProcessorHost {
     this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
     this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
     for (const c of controls) c.end();
+    // Ask librdkafka at once whether this revoke is a loss (fenced by a heartbeat, the session
+    // expired): then others may own these partitions already, and draining would only redo
+    // their work. The answer is local and comes with the next consume call.
+    const lostProbe = this.client.probeAssignmentLost(
+      Math.max(
+        1,
+        Math.min(this.settings.commitTimeoutMs, Math.floor(this.settings.drainTimeoutMs / 4)),
+      ),
+    );
     const task = this.revoke(
       partitions,
       controls,
@@ -979,6 +988,7 @@ export class ConsumerEngine implements ProcessorHost {
       startedAt,
       inFlight,
       handedOver,
+      lostProbe,
     )
       .catch((err: unknown) => {
         this.logger.error({ err, generation }, 'revoke failed');
@@ -1001,8 +1011,17 @@ export class ConsumerEngine implements ProcessorHost {
     generation: number,
     startedAt: number,
     inFlight: number,
-    handedOver = true,
+    handedOver: boolean,
+    lostProbe: Promise<boolean | undefined>,
   ): Promise<void> {
+    let lostByProbe = false;
+    void lostProbe.then((answer) => {
+      if (answer !== true) return;
+      lostByProbe = true;
+      // Abort the handlers now: their work no longer counts, and nothing will be committed.
+      for (const c of controls) c.fence('partition lost: librdkafka reports the assignment lost');
+      this.notifyChanged();
+    });
     const total = this.settings.drainTimeoutMs;
     const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
     // The revoke deadline is tied to max.poll.interval.ms; a close() that has to finish sooner
@@ -1018,11 +1037,32 @@ export class ConsumerEngine implements ProcessorHost {
       const closingSince = this.closeDeadline;
       // Streams replaced by a seek of these partitions still running aborted handlers count too.
       drained = await this.waitUntil(
-        () => isDrained() || this.closeDeadline !== closingSince,
+        () => isDrained() || lostByProbe || this.closeDeadline !== closingSince,
         deadline - commitShare,
       );
       drained = isDrained();
-      if (drained || this.closeDeadline === closingSince) break;
+      if (drained || lostByProbe || this.closeDeadline === closingSince) break;
+    }
+    // The answer normally came long before the drain ended; wait for it a little if not (it is
+    // served by the next consume call).
+    if (!lostByProbe)
+      await this.within(
+        lostProbe.then(() => undefined),
+        Math.min(200, deadline - Date.now()),
+      );
+    if (lostByProbe) {
+      this.logger.warn(
+        { generation, partitions, inFlight, waitedMs: Date.now() - startedAt },
+        'librdkafka reports the assignment lost (this member was fenced or its session expired): handlers aborted, nothing committed',
+      );
+      this.lose(
+        partitions,
+        controls,
+        protocol,
+        generation,
+        'assignment lost (fenced by the group coordinator, or the session expired)',
+      );
+      return;
     }
     const stragglers = controls.filter((c) => !c.isDrained);
     const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
