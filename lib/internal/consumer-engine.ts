@@ -69,7 +69,8 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   Code.TIMED_OUT,
   Code.TRANSPORT,
   Code.ALL_BROKERS_DOWN,
-  Code.STALE_MEMBER_EPOCH, // KIP-848: retriable, the member epoch catches up
+  Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
+  Code.WAIT_COORD, // no coordinator for session.timeout.ms (a coordinator failover)
   14, // COORDINATOR_LOAD_IN_PROGRESS
   7, // REQUEST_TIMED_OUT
 ]);
