@@ -304,7 +304,9 @@ export class ReactiveConsumer {
         // subscription ends when the consumer has closed (within `closeTimeoutMs`).
         detached = true;
         this.logger.info('the pipeline was unsubscribed: closing the consumer gracefully');
-        void this.close().finally(() => sub.unsubscribe());
+        void this.close()
+          .catch((err: unknown) => this.logger.warn({ err }, 'close after unsubscribe failed'))
+          .finally(() => sub.unsubscribe());
       };
     });
   }

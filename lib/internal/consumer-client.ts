@@ -375,6 +375,10 @@ export class ConsumerClient {
   }
 
   private failPendingCommits(reason: string): void {
+    for (const probe of this.pendingProbes.splice(0)) {
+      clearTimeout(probe.timer);
+      probe.resolve(undefined);
+    }
     for (const p of this.pendingCommits.splice(0)) {
       clearTimeout(p.timer);
       p.reject(
