@@ -23,6 +23,7 @@ import type {
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import { Conditions, settlesWithin } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
 import type { EngineObserver } from './engine-observer';
@@ -169,7 +170,7 @@ export class ConsumerEngine implements ProcessorHost {
   private fatalPending = false;
   private disconnecting = false;
   private readonly cadence: ConsumeCadence;
-  private readonly changed = new Set<() => void>();
+  private readonly conditions = new Conditions();
   private readonly resumeAtMessages: number;
   private readonly resumeAtBytes: number;
   /** Time of the last completed consume call (ms since the epoch). */
@@ -1047,7 +1048,7 @@ export class ConsumerEngine implements ProcessorHost {
     // The answer normally came long before the drain ended; wait for it a little if not (it is
     // served by the next consume call).
     if (!lostByProbe)
-      await this.within(
+      await settlesWithin(
         lostProbe.then(() => undefined),
         Math.min(200, deadline - Date.now()),
       );
@@ -1225,7 +1226,7 @@ export class ConsumerEngine implements ProcessorHost {
     // The memory of work finished out of order goes first (confirmed), then the commit. Its write
     // may take at most half of what is left: a memory landing after the commit is still true (the
     // next owner applies it only while the committed offset equals its base).
-    const memoryWritten = await this.within(
+    const memoryWritten = await settlesWithin(
       this.saveMemories([...toCommit, ...unchanged]),
       Math.floor((deadline - Date.now()) / 2),
     );
@@ -2012,42 +2013,11 @@ export class ConsumerEngine implements ProcessorHost {
   // Waiting on conditions without per-message timers
 
   private notifyChanged(): void {
-    if (this.changed.size === 0) return;
-    for (const fn of this.changed) fn();
+    this.conditions.changed();
   }
 
-  /** Resolves true once `condition` holds, or false when the deadline passes. */
   private waitUntil(condition: () => boolean, deadline: number, pollMs?: number): Promise<boolean> {
-    if (condition()) return Promise.resolve(true);
-    return new Promise<boolean>((resolve) => {
-      const check = (): void => {
-        if (condition()) done(true);
-      };
-      const timer = setTimeout(() => done(condition()), Math.max(0, deadline - Date.now()));
-      const poll = pollMs === undefined ? undefined : setInterval(check, pollMs);
-      const done = (value: boolean): void => {
-        clearTimeout(timer);
-        if (poll) clearInterval(poll);
-        this.changed.delete(check);
-        resolve(value);
-      };
-      this.changed.add(check);
-    });
-  }
-
-  /** Whether `promise` settled within `ms` (its outcome is left to it). */
-  private async within(promise: Promise<void>, ms: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        promise.then(() => true),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(false), Math.max(0, ms));
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return this.conditions.until(condition, deadline, pollMs);
   }
 
   private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {
