@@ -23,6 +23,14 @@ import type {
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import {
+  assertNever,
+  classifyClientError,
+  classifyConsumeError,
+  classifyLog,
+  levelOf,
+} from './client-events';
+import type { ClientLog, OffsetReset, Verdict } from './client-events';
 import { Conditions, settlesWithin } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
@@ -43,7 +51,6 @@ import type {
 import {
   Code,
   OWNERSHIP_LOST_CODES,
-  TERMINAL_CODES,
   defaultConsumerFactory,
   errorMessage,
   fatalCauseFromText,
@@ -75,27 +82,6 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   14, // COORDINATOR_LOAD_IN_PROGRESS
   7, // REQUEST_TIMED_OUT
 ]);
-
-/**
- * librdkafka log facilities announcing that this member left or was dropped from the group:
- * max.poll.interval.ms exceeded, and the classic session timeout.
- */
-const LOST_LOG_FACILITIES: ReadonlySet<string> = new Set(['MAXPOLL', 'SESSTMOUT']);
-
-/** Codes meaning the cluster refused the client's credentials. */
-const AUTH_CODES: ReadonlySet<number> = new Set([
-  Code.AUTHENTICATION,
-  Code.SASL_AUTHENTICATION_FAILED,
-]);
-
-/**
- * librdkafka's warning (facility OFFSET) when an error forces an offset reset, e.g.
- * `orders [3]: offset reset (at offset 42 (leader epoch 0), broker 1) to offset BEGINNING (leader
- * epoch -1): fetch failed due to requested offset not available on the broker: Broker: Offset out of range`,
- * or `... to cached BEGINNING offset offset 120 (leader epoch -1): ...`.
- */
-const OFFSET_RESET_LOG =
-  /(\S+) \[(\d+)\]: offset reset \(at offset (\S+) \(leader epoch -?\d+\), broker -?\d+\) to (?:cached (\w+) offset )?offset (\S+) \(leader epoch -?\d+\): (.*)$/;
 
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
@@ -1599,59 +1585,67 @@ export class ConsumerEngine implements ProcessorHost {
   // Errors
 
   private onConsumeError(err: KafkaClientError): void {
-    const code = err.kafkaCode;
-    if (code === Code.MAX_POLL_EXCEEDED) {
-      this.suspectLost = 'max.poll.interval.ms exceeded';
-      this.logger.warn(
-        { err },
-        'max.poll.interval.ms exceeded: the assignment will be treated as lost',
-      );
-    } else if (AUTH_CODES.has(code)) {
-      this.onAuthenticationFailure(err);
-    } else if (TERMINAL_CODES.has(code) || err.fatal) {
-      this.logger.error({ err, code }, 'fatal consumer error');
-      this.failFatal(err);
-    } else if (code === Code.AUTO_OFFSET_RESET) {
-      // Only raised with auto.offset.reset=error: librdkafka stops fetching the partition.
-      this.logger.error(
-        { err },
-        'offset out of range and auto.offset.reset=error: stopping (the partition would not be fetched again)',
-      );
-      this.failWith(err);
-    } else if (
-      code === Code.UNKNOWN_TOPIC_OR_PART ||
-      code === Code.UNKNOWN_TOPIC ||
-      code === Code.TOPIC_AUTHORIZATION_FAILED
-    ) {
-      this.onTopicUnavailable(err);
-    } else {
-      this.onTransientError(err, 'consume error');
-    }
+    this.apply(classifyConsumeError(err), { err });
   }
 
   private onClientError(raw: LibrdKafkaError): void {
     const err = toKafkaError(raw, 'client error');
-    const code = err.kafkaCode;
-    if (
-      code === Code.MAX_POLL_EXCEEDED ||
-      code === Code.FENCED_MEMBER_EPOCH ||
-      code === Code.UNKNOWN_MEMBER_ID
-    ) {
-      this.suspectLost = err.message;
-      this.logger.warn({ err, code }, 'group membership lost: the next revoke is treated as lost');
-      return;
+    this.apply(classifyClientError(err), { err, code: err.kafkaCode });
+  }
+
+  private onClientLog(log: ClientLog): void {
+    this.apply(classifyLog(log, fatalCauseFromText), {
+      fac: log.fac,
+      severity: log.severity,
+    });
+  }
+
+  /** Applies what librdkafka said (see client-events.ts); the only place it changes state. */
+  private apply(verdict: Verdict, context: Record<string, unknown>): void {
+    switch (verdict.kind) {
+      case 'membership-lost':
+        this.suspectLost = verdict.reason;
+        this.logger.warn(
+          'fac' in context ? { ...context, librdkafka: verdict.reason } : context,
+          verdict.logMessage,
+        );
+        return;
+      case 'authentication':
+        this.onAuthenticationFailure(verdict.err);
+        return;
+      case 'fatal':
+        this.logger.error({ ...context, code: verdict.err.kafkaCode }, verdict.logMessage);
+        this.failFatal(verdict.err);
+        return;
+      case 'offset-out-of-range':
+        this.logger.error(
+          context,
+          'offset out of range and auto.offset.reset=error: stopping (the partition would not be fetched again)',
+        );
+        this.failWith(verdict.err);
+        return;
+      case 'topic-unavailable':
+        this.onTopicUnavailable(verdict.err, verdict.reason);
+        return;
+      case 'transient':
+        this.onTransientError(verdict.err, verdict.what);
+        return;
+      case 'fatal-cause':
+        if (this.fatalCause === undefined) {
+          this.fatalCause = verdict.code;
+          this.notifyChanged();
+        }
+        this.logger[levelOf(verdict.log.severity)](context, verdict.log.message);
+        return;
+      case 'offset-reset':
+        this.onOffsetReset(verdict.reset);
+        return;
+      case 'log':
+        this.logger[verdict.level](context, verdict.log.message);
+        return;
+      default:
+        assertNever(verdict);
     }
-    if (AUTH_CODES.has(code)) {
-      this.onAuthenticationFailure(err);
-      return;
-    }
-    if (err.fatal || TERMINAL_CODES.has(code)) {
-      this.logger.error({ err, code }, 'fatal client error');
-      this.failFatal(err);
-      return;
-    }
-    // Transport errors, all brokers down, …: librdkafka reconnects by itself.
-    this.onTransientError(err, 'client error (librdkafka retries)');
   }
 
   /**
@@ -1741,8 +1735,7 @@ export class ConsumerEngine implements ProcessorHost {
    * A subscribed topic is missing or not readable. The binding's error does not say which topic,
    * so the cluster's metadata is compared with the subscription; one event per topic.
    */
-  private onTopicUnavailable(err: KafkaClientError): void {
-    const reason = err.kafkaCode === Code.TOPIC_AUTHORIZATION_FAILED ? 'not-authorized' : 'unknown';
+  private onTopicUnavailable(err: KafkaClientError, reason: 'unknown' | 'not-authorized'): void {
     if (this.topicCheckInFlight) return;
     this.topicCheckInFlight = true;
     void this.missingTopics()
@@ -1814,14 +1807,8 @@ export class ConsumerEngine implements ProcessorHost {
    * librdkafka's warning on an offset reset caused by an error (offset out of range: the committed
    * offset fell out of retention, or lies past the end): records were skipped, or will be re-read.
    */
-  private onOffsetReset(message: string): boolean {
-    const m = OFFSET_RESET_LOG.exec(message);
-    if (!m) return false;
-    const [, topic = '', partitionText = '', fromText = '', cached, toText = '', reason = ''] = m;
-    const partition = Number(partitionText);
-    const from = /^-?\d+$/.test(fromText) ? Number(fromText) : undefined;
-    const numericTo = /^\d+$/.test(toText) ? Number(toText) : undefined;
-    const resetTo = cached ?? (numericTo === undefined ? toText : 'offset');
+  private onOffsetReset(reset: OffsetReset): void {
+    const { topic, partition, from, resetTo, reason } = reset;
     this.offsetResets += 1;
     const report = (to: number | undefined): void => {
       this.logger.warn(
@@ -1841,40 +1828,16 @@ export class ConsumerEngine implements ProcessorHost {
         at: Date.now(),
       });
     };
-    if (numericTo !== undefined || this.state.kind !== 'running') {
-      report(numericTo);
-      return true;
+    const logical = reset.logicalTo;
+    if (logical === undefined || this.state.kind !== 'running') {
+      report(reset.to);
+      return;
     }
     // Reset to a logical offset: ask the cluster where that is now.
-    const logical = toText.toUpperCase();
     void this.client.watermarks(topic, partition, this.settings.commitTimeoutMs).then(
       (w) => report(logical === 'BEGINNING' ? w.low : logical === 'END' ? w.high : undefined),
       () => report(undefined),
     );
-    return true;
-  }
-
-  private onClientLog(log: { severity: number; fac: string; message: string }): void {
-    const entry = { fac: log.fac, severity: log.severity };
-    if (log.fac === 'FATAL' && this.fatalCause === undefined) {
-      this.fatalCause = fatalCauseFromText(log.message);
-      this.notifyChanged();
-    }
-    if (LOST_LOG_FACILITIES.has(log.fac)) {
-      // consume(n) drops errors such as MAX_POLL_EXCEEDED when its batch also held messages;
-      // librdkafka's log line about it still arrives.
-      this.suspectLost = `${log.fac}: ${log.message}`;
-      this.logger.warn(
-        { ...entry, librdkafka: log.message },
-        'group membership lost: the next revoke is treated as lost',
-      );
-      return;
-    }
-    if (log.fac === 'OFFSET' && log.severity <= 4 && this.onOffsetReset(log.message)) return;
-    if (log.severity <= 2) this.logger.error(entry, log.message);
-    else if (log.severity <= 4) this.logger.warn(entry, log.message);
-    else if (log.severity <= 6) this.logger.info(entry, log.message);
-    else this.logger.debug(entry, log.message);
   }
 
   /** Ends the engine with an error: closes gracefully, then errors the partition stream. */
