@@ -23,6 +23,8 @@ import type {
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import { NO_START_CHOICES, StartPositions } from './start-positions';
+import type { StartChoices } from './start-positions';
 import {
   assertNever,
   classifyClientError,
@@ -125,13 +127,12 @@ export class ConsumerEngine implements ProcessorHost {
   private readonly retired = new Set<PartitionControl>();
   /** Completed-offset memory (`rememberCompleted`). */
   private readonly store: CompletedStore | undefined;
-  /** Memories loaded for the assignment being applied, by partition. */
-  private readonly loadedMemories = new Map<string, readonly number[]>();
   /** Messages skipped because a previous owner had finished them. */
   redoneAvoided = 0;
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
+  private readonly startPositions: StartPositions;
 
   private state: EngineState = { kind: 'idle' };
   private generation = 0;
@@ -202,6 +203,7 @@ export class ConsumerEngine implements ProcessorHost {
       (err) => this.onConsumeError(err),
     );
     this.client.onAnswered = () => this.notifyChanged();
+    this.startPositions = new StartPositions(this.client, settings, logger, this.store);
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
     this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
     this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
@@ -560,19 +562,16 @@ export class ConsumerEngine implements ProcessorHost {
     // A revoke would have consumed it; an assignment means we are a member again.
     this.suspectLost = undefined;
     const partitions = list(assignment);
-    if (
-      partitions.length === 0 ||
-      this.disconnecting ||
-      (this.settings.onAssign === undefined && !this.resetsToLatest() && !this.store)
-    ) {
-      this.applyAssign(generation, partitions, new Map());
+    if (partitions.length === 0 || this.disconnecting || !this.startPositions.needed) {
+      this.applyAssign(generation, partitions, NO_START_CHOICES);
       return;
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
     let hookFailure: Error | undefined;
     const pending = { generation, partitions, applied: false };
     this.pendingAssign = pending;
-    const task = this.boundedStartOffsets(partitions, generation)
+    const task = this.startPositions
+      .resolve(partitions, generation)
       .catch((err: unknown) => {
         if (err instanceof StartPositionError) {
           hookFailure = err;
@@ -582,14 +581,14 @@ export class ConsumerEngine implements ProcessorHost {
             'could not look up start offsets; an idle partition that moves may let the next owner skip records produced meanwhile (auto.offset.reset=latest)',
           );
         }
-        return new Map<string, number>();
+        return NO_START_CHOICES;
       })
-      .then((starts) => {
+      .then((choices) => {
         if (this.pendingAssign === pending) this.pendingAssign = undefined;
         // Answered already, without start offsets (see answerPendingAssign), or not.
         if (!pending.applied) {
           pending.applied = true;
-          this.applyAssign(generation, partitions, starts);
+          this.applyAssign(generation, partitions, choices);
         }
         // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
@@ -620,135 +619,7 @@ export class ConsumerEngine implements ProcessorHost {
       { generation: pending.generation, partitions: pending.partitions, why },
       'answering an assignment before its start offsets were resolved',
     );
-    this.applyAssign(pending.generation, pending.partitions, new Map());
-  }
-
-  /**
-   * {@link startOffsets} within a deadline (librdkafka — and the whole group — waits for the assign
-   * call meanwhile). With an `onAssign` hook, any failure to honour its choices (a lookup that
-   * failed or timed out) is a {@link StartPositionError}: silently starting elsewhere could skip or
-   * repeat what the application asked for.
-   */
-  private async boundedStartOffsets(
-    partitions: TopicPartition[],
-    generation: number,
-  ): Promise<Map<string, number>> {
-    const limitMs = Math.min(this.settings.drainTimeoutMs, 2 * this.settings.commitTimeoutMs);
-    let timer: NodeJS.Timeout | undefined;
-    const hooked = this.settings.onAssign !== undefined;
-    const first = partitions[0] as TopicPartition;
-    try {
-      return await Promise.race([
-        this.startOffsets(partitions, generation),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () =>
-              reject(
-                hooked
-                  ? new StartPositionError(
-                      `Start positions were not resolved within ${limitMs} ms (onAssign hook and offset lookups)`,
-                      { topic: first.topic, partition: first.partition },
-                    )
-                  : new Error(`start offset lookup timed out after ${limitMs} ms`),
-              ),
-            limitMs,
-          );
-        }),
-      ]);
-    } catch (err) {
-      if (!hooked || err instanceof StartPositionError) throw err;
-      throw new StartPositionError(
-        `Could not resolve the start positions the onAssign hook asked for: ${errorMessage(err)}`,
-        { topic: first.topic, partition: first.partition },
-        { cause: err },
-      );
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * Start offsets to put in the assign call: the `onAssign` hook's choices, and under
-   * `auto.offset.reset=latest` (librdkafka's default) the end offset of partitions the group has
-   * no committed offset for — so that if this member processes nothing before the partition
-   * moves, committing that start keeps the next owner from resetting to a later end and skipping
-   * the records in between.
-   */
-  private async startOffsets(
-    partitions: TopicPartition[],
-    generation: number,
-  ): Promise<Map<string, number>> {
-    const starts = new Map<string, number>();
-    const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
-    if (this.store) await this.loadMemories(partitions, committed);
-    const hook = this.settings.onAssign;
-    await Promise.all(
-      partitions.map(async (tp) => {
-        const o = committed.find(
-          (x) => x.topic === tp.topic && x.partition === tp.partition,
-        )?.offset;
-        const hasCommitted = typeof o === 'number' && o >= 0;
-        let position: StartPosition | undefined;
-        if (hook) {
-          try {
-            position = await hook({
-              topic: tp.topic,
-              partition: tp.partition,
-              committed: hasCommitted ? o : undefined,
-              generation,
-            });
-          } catch (err) {
-            throw new StartPositionError(
-              `The onAssign hook failed for ${tp.topic}[${tp.partition}]: ${errorMessage(err)}`,
-              { topic: tp.topic, partition: tp.partition },
-              { cause: err },
-            );
-          }
-        }
-        if (position === undefined || position === 'committed') {
-          if (hasCommitted || !this.resetsToLatest()) return;
-          position = 'latest';
-        }
-        starts.set(tpKey(tp.topic, tp.partition), await this.resolvePosition(tp, position));
-      }),
-    );
-    return starts;
-  }
-
-  /**
-   * Loads the completed-offset memories of partitions being assigned. A memory applies only while
-   * the committed offset is the one it was written for; anything else (a failed commit after the
-   * write, offsets reset by an operator) is ignored, and the work is redone rather than skipped.
-   */
-  private async loadMemories(
-    partitions: TopicPartition[],
-    committed: { topic: string; partition: number; offset?: number }[],
-  ): Promise<void> {
-    for (const tp of partitions) this.loadedMemories.delete(tpKey(tp.topic, tp.partition));
-    let memories: Map<string, { base: number; completed: readonly number[] }>;
-    try {
-      memories = await (this.store as CompletedStore).load(partitions);
-    } catch (err) {
-      this.logger.warn(
-        { err, partitions },
-        'could not read the completed-offset memory: work finished out of order by the previous owner will be redone (duplicates)',
-      );
-      return;
-    }
-    for (const tp of partitions) {
-      const key = tpKey(tp.topic, tp.partition);
-      const memory = memories.get(key);
-      const c = committed.find((x) => x.topic === tp.topic && x.partition === tp.partition)?.offset;
-      if (!memory || memory.completed.length === 0) continue;
-      if (typeof c !== 'number' || c !== memory.base) {
-        this.logger.info(
-          { topic: tp.topic, partition: tp.partition, memoryBase: memory.base, committed: c },
-          'completed-offset memory belongs to another committed offset: ignored',
-        );
-        continue;
-      }
-      this.loadedMemories.set(key, memory.completed);
-    }
+    this.applyAssign(pending.generation, pending.partitions, NO_START_CHOICES);
   }
 
   /**
@@ -789,50 +660,10 @@ export class ConsumerEngine implements ProcessorHost {
     }
   }
 
-  /** The offset a {@link StartPosition} stands for now. */
-  private async resolvePosition(tp: TopicPartition, position: StartPosition): Promise<number> {
-    const timeout = this.settings.commitTimeoutMs;
-    if (position === 'earliest' || position === 'latest') {
-      const w = await this.client.watermarks(tp.topic, tp.partition, timeout);
-      return position === 'earliest' ? w.low : w.high;
-    }
-    if (position === 'committed') {
-      const [c] = await this.client.committed([tp], timeout);
-      if (typeof c?.offset === 'number' && c.offset >= 0) return c.offset;
-      throw new StartPositionError(`${tp.topic}[${tp.partition}] has no committed offset`, {
-        topic: tp.topic,
-        partition: tp.partition,
-      });
-    }
-    if (typeof position === 'object' && position !== null) {
-      if ('offset' in position && Number.isInteger(position.offset) && position.offset >= 0) {
-        return position.offset;
-      }
-      if ('timestamp' in position && Number.isFinite(position.timestamp)) {
-        const offset = await this.client.offsetForTime(tp, position.timestamp, timeout);
-        return offset >= 0
-          ? offset
-          : (await this.client.watermarks(tp.topic, tp.partition, timeout)).high;
-      }
-    }
-    throw new StartPositionError(
-      `Expected a start position ('committed', 'earliest', 'latest', { offset } or { timestamp }) for ${tp.topic}[${tp.partition}], got ${JSON.stringify(position)}`,
-      { topic: tp.topic, partition: tp.partition },
-    );
-  }
-
-  private resetsToLatest(): boolean {
-    const raw =
-      (this.settings.topicConfig as Record<string, unknown>)['auto.offset.reset'] ??
-      (this.settings.globalConfig as Record<string, unknown>)['auto.offset.reset'] ??
-      'largest';
-    return raw === 'largest' || raw === 'latest' || raw === 'end';
-  }
-
   private applyAssign(
     generation: number,
     partitions: TopicPartition[],
-    starts: Map<string, number>,
+    { starts, memories }: StartChoices,
   ): void {
     if (generation !== this.generation) {
       // A newer rebalance arrived while the start offsets were looked up: librdkafka no longer
@@ -883,11 +714,8 @@ export class ConsumerEngine implements ProcessorHost {
       const control = new PartitionControl(tp.topic, tp.partition, generation, key, this.onAck);
       const start = starts.get(key);
       if (start !== undefined) control.ledger.setStart(start);
-      const remembered = this.loadedMemories.get(key);
-      if (remembered) {
-        control.skip = new Set(remembered);
-        this.loadedMemories.delete(key);
-      }
+      const remembered = memories.get(key);
+      if (remembered) control.skip = new Set(remembered);
       this.owned.set(key, control);
       controls.push(control);
     }
@@ -1433,7 +1261,7 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.state.kind !== 'running' || owner === undefined || !owner.active) {
       throw notOwned('this consumer does not own it right now');
     }
-    const offset = await this.resolvePosition(tp, position);
+    const offset = await this.startPositions.resolvePosition(tp, position);
     // The seek belongs to the assignment it was called for: if the partition was revoked (and
     // perhaps assigned again) while its position was looked up, it is not applied to a newer one.
     if (this.owned.get(key) !== owner || !owner.active || this.state.kind !== 'running') {
