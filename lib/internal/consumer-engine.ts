@@ -110,7 +110,7 @@ export class ConsumerEngine implements ProcessorHost {
   private userPausedAll = false;
   /** An assignment whose start offsets are being looked up (librdkafka waits for its assign call). */
   private pendingAssign:
-    { generation: number; partitions: TopicPartition[]; applied: boolean } | undefined;
+    { generation: number; readonly partitions: TopicPartition[]; applied: boolean } | undefined;
   /** Seeks waiting for the loop to run them between two consume calls. */
   private readonly pendingSeeks: {
     key: string;
@@ -141,6 +141,8 @@ export class ConsumerEngine implements ProcessorHost {
   private readonly rebalanceTasks = new Set<Promise<void>>();
   /** Revokes being drained and committed (close waits for them before leaving the group). */
   private revokesInFlight = 0;
+  /** Partitions whose revoke is in flight. */
+  private readonly revoking = new Set<string>();
   private suspectLost: string | undefined;
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
@@ -588,7 +590,7 @@ export class ConsumerEngine implements ProcessorHost {
         // Answered already, without start offsets (see answerPendingAssign), or not.
         if (!pending.applied) {
           pending.applied = true;
-          this.applyAssign(generation, partitions, choices);
+          this.applyAssign(pending.generation, partitions, choices);
         }
         // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
@@ -754,10 +756,50 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private onRevoke(assignment: Assignment[]): void {
-    this.answerPendingAssign('a revoke arrived');
+    // Ask librdkafka at once whether this revoke is a loss (fenced by a heartbeat, the session
+    // expired): then others may own these partitions already, and draining would only redo
+    // their work. Asked before any (un)assign call, which would clear librdkafka's lost flag; the
+    // answer is local and comes with the next consume call.
+    const lostProbe = this.disconnecting
+      ? Promise.resolve(undefined)
+      : this.client.probeAssignmentLost(
+          Math.max(
+            1,
+            Math.min(this.settings.commitTimeoutMs, Math.floor(this.settings.drainTimeoutMs / 4)),
+          ),
+        );
+    const all = list(assignment);
+    // A partition whose revoke is already in flight is that revoke's to commit and release: a
+    // second revoke of it (librdkafka repeats none, but an unsubscribe can cover it) must neither
+    // commit it again nor release it before the first one's final commit.
+    const partitions = all.filter((tp) => !this.revoking.has(tpKey(tp.topic, tp.partition)));
+    if (partitions.length === 0 && all.length > 0 && !this.disconnecting) {
+      this.logger.info(
+        { partitions: all },
+        'revoke of partitions already being revoked: left to the revoke in flight',
+      );
+      return;
+    }
+    // An assignment still waiting for its start offsets is answered first when this revoke
+    // covers it, or the consumer is closing (librdkafka's close would wait for it forever).
+    const pending = this.pendingAssign;
+    if (
+      pending &&
+      (this.state.kind === 'closing' ||
+        this.disconnecting ||
+        pending.partitions.some((p) =>
+          partitions.some((tp) => tp.topic === p.topic && tp.partition === p.partition),
+        ))
+    ) {
+      this.answerPendingAssign('a revoke arrived');
+    }
     const generation = ++this.generation;
+    // An assignment still waiting for its start offsets and not covered by this revoke is not
+    // overtaken by it (a cooperative revoke of other partitions): it is applied in the new
+    // generation once its start offsets are known.
+    if (this.pendingAssign && !this.pendingAssign.applied)
+      this.pendingAssign.generation = generation;
     const protocol = this.protocol();
-    const partitions = list(assignment);
     const controls = partitions
       .map((tp) => this.owned.get(tpKey(tp.topic, tp.partition)))
       .filter((c): c is PartitionControl => c !== undefined);
@@ -767,7 +809,7 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.disconnecting) {
       // The final revoke fired by disconnect(): only unassign works now (pitfall 11).
       for (const c of controls) c.fence('consumer closed');
-      this.unassign(partitions, protocol, generation);
+      this.unassign(all, protocol, generation);
       this.forget(controls);
       return;
     }
@@ -778,24 +820,17 @@ export class ConsumerEngine implements ProcessorHost {
       return;
     }
 
+    // Counted before anything is emitted: a close() called from a `revoking` subscriber must
+    // already see this revoke in flight (and wait for it before leaving the group).
+    this.revokesInFlight += 1;
+    for (const tp of partitions) this.revoking.add(tpKey(tp.topic, tp.partition));
     const startedAt = Date.now();
     const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
     // A static member closing keeps its assignment at the broker (no LeaveGroup under classic;
     // under KIP-848 a leave with epoch -2): nobody else gets these partitions before its session
     // times out.
     const handedOver = !(this.state.kind === 'closing' && this.staticInstanceId !== undefined);
-    this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
-    this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
     for (const c of controls) c.end();
-    // Ask librdkafka at once whether this revoke is a loss (fenced by a heartbeat, the session
-    // expired): then others may own these partitions already, and draining would only redo
-    // their work. The answer is local and comes with the next consume call.
-    const lostProbe = this.client.probeAssignmentLost(
-      Math.max(
-        1,
-        Math.min(this.settings.commitTimeoutMs, Math.floor(this.settings.drainTimeoutMs / 4)),
-      ),
-    );
     const task = this.revoke(
       partitions,
       controls,
@@ -812,11 +847,13 @@ export class ConsumerEngine implements ProcessorHost {
       })
       .finally(() => {
         this.revokesInFlight -= 1;
+        for (const tp of partitions) this.revoking.delete(tpKey(tp.topic, tp.partition));
         this.rebalanceTasks.delete(task);
         this.notifyChanged();
       });
-    this.revokesInFlight += 1;
     this.rebalanceTasks.add(task);
+    this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
+    this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
   }
 
   /** drain → commit (confirmed) → unassign, within the drain deadline. */
@@ -1680,18 +1717,43 @@ export class ConsumerEngine implements ProcessorHost {
 
   /** Graceful shutdown, bounded by `timeoutMs` (default `closeTimeoutMs`). Idempotent. */
   close(timeoutMs: number = this.settings.closeTimeoutMs): Promise<void> {
-    this.closePromise ??= this.doClose(timeoutMs);
+    if (this.closePromise === undefined) {
+      this.closePromise = this.doClose(timeoutMs);
+    } else if (this.closeDeadline !== undefined && Date.now() + timeoutMs < this.closeDeadline) {
+      // A later close() with a shorter deadline (a SIGTERM after an unsubscribe, say) wins: the
+      // revoke and the waits below fit themselves to it.
+      this.closeDeadline = Date.now() + timeoutMs;
+      this.notifyChanged();
+    }
     return this.closePromise;
+  }
+
+  /**
+   * Waits for `condition` until `by()` — a time derived from the close deadline, which a later
+   * close() may bring forward (then the wait starts over with the new time).
+   */
+  private async untilBeforeClose(
+    condition: () => boolean,
+    by: () => number,
+    pollMs?: number,
+  ): Promise<boolean> {
+    for (;;) {
+      const seen = this.closeDeadline;
+      await this.waitUntil(() => condition() || this.closeDeadline !== seen, by(), pollMs);
+      if (condition()) return true;
+      if (this.closeDeadline === seen) return false;
+    }
   }
 
   private async doClose(timeoutMs: number): Promise<void> {
     const startedAt = Date.now();
-    const deadline = startedAt + timeoutMs;
     this.closeStartedAt = startedAt;
-    this.closeDeadline = deadline;
+    this.closeDeadline = startedAt + timeoutMs;
     this.notifyChanged(); // revokes in flight shorten their deadline to fit
+    const deadline = (): number => this.closeDeadline ?? startedAt + timeoutMs;
     // Partitions must be released by then; what is left is for unsubscribing and disconnecting.
-    const releaseBy = deadline - Math.min(2000, Math.floor(timeoutMs / 10));
+    const releaseBy = (): number =>
+      deadline() - Math.min(2000, Math.floor((deadline() - startedAt) / 10));
     if (this.state.kind === 'idle') {
       this.state = { kind: 'closed' };
       this.finish();
@@ -1721,7 +1783,7 @@ export class ConsumerEngine implements ProcessorHost {
         { revokes: this.revokesInFlight },
         'closing: waiting for the revoke in flight to finish before leaving the group',
       );
-      const settled = await this.waitUntil(() => this.revokesInFlight === 0, releaseBy);
+      const settled = await this.untilBeforeClose(() => this.revokesInFlight === 0, releaseBy);
       if (!settled) {
         this.logger.warn(
           'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
@@ -1751,7 +1813,7 @@ export class ConsumerEngine implements ProcessorHost {
     {
       // Keep polling until librdkafka has nothing assigned and no rebalance is being handled
       // (a pending assign is answered, then revoked), so its close never waits on us.
-      const released = await this.waitUntil(
+      const released = await this.untilBeforeClose(
         () =>
           this.owned.size === 0 &&
           this.rebalanceTasks.size === 0 &&
@@ -1768,7 +1830,22 @@ export class ConsumerEngine implements ProcessorHost {
       }
     }
     if (this.commitInFlight)
-      await this.waitUntil(() => this.commitInFlight === undefined, deadline);
+      await this.untilBeforeClose(() => this.commitInFlight === undefined, deadline);
+    // A commit librdkafka has not answered yet (one that timed out here) could still be applied
+    // after this member is gone and move the group's offset back: keep polling, within the
+    // deadline, until every commit is answered.
+    if (this.client.unansweredCount > 0) {
+      const answered = await this.untilBeforeClose(
+        () => this.client.unansweredCount === 0,
+        deadline,
+      );
+      if (!answered) {
+        this.logger.warn(
+          { unanswered: this.client.unansweredCount },
+          'closing with commits librdkafka has not answered: if the broker applies one later it may move the group offset back (the next owner would redo work: duplicates)',
+        );
+      }
+    }
     this.looping = false;
     await this.loopDone;
     for (const pending of this.pendingSeeks.splice(0)) {
@@ -1776,7 +1853,7 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.disconnecting = true;
     for (const c of this.owned.values()) c.fence('consumer closed');
-    await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 1000));
+    await this.withDeadline(this.client.disconnect(), Math.max(deadline() - Date.now(), 1000));
     await this.store?.close().catch(() => undefined);
     for (const c of this.owned.values()) c.release();
     this.owned.clear();
