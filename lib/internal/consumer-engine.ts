@@ -16,13 +16,13 @@ import {
 import type { KafkaClientError } from '../errors';
 import type {
   ConsumerEvent,
-  PartitionCommitResult,
   StartPosition,
   RebalanceEvent,
   RebalanceProtocol,
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import { Committer } from './committer';
 import { NO_START_CHOICES, StartPositions } from './start-positions';
 import type { StartChoices } from './start-positions';
 import {
@@ -43,18 +43,10 @@ import type { FailureCounters, ProcessorHost } from './processor';
 import { KafkaCompletedStore } from './completed-store';
 import type { CompletedStore } from './completed-store';
 import { connectionSettings } from '../config';
-import type {
-  Assignment,
-  ConsumerFactory,
-  LibrdKafkaError,
-  Message,
-  TopicPartitionOffset,
-} from './rdkafka';
+import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
 import {
   Code,
-  OWNERSHIP_LOST_CODES,
   defaultConsumerFactory,
-  errorMessage,
   fatalCauseFromText,
   kafkaCodeOf,
   toKafkaError,
@@ -71,19 +63,6 @@ export type EngineState =
 
 const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
   tps.map((t) => ({ topic: t.topic, partition: t.partition }));
-
-/** Commit errors worth retrying while the revoke deadline allows. */
-const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
-  Code.COORDINATOR_NOT_AVAILABLE,
-  Code.NOT_COORDINATOR,
-  Code.TIMED_OUT,
-  Code.TRANSPORT,
-  Code.ALL_BROKERS_DOWN,
-  Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
-  Code.WAIT_COORD, // no coordinator for session.timeout.ms (a coordinator failover)
-  14, // COORDINATOR_LOAD_IN_PROGRESS
-  7, // REQUEST_TIMED_OUT
-]);
 
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
@@ -133,6 +112,7 @@ export class ConsumerEngine implements ProcessorHost {
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
   private readonly startPositions: StartPositions;
+  private readonly committer: Committer;
 
   private state: EngineState = { kind: 'idle' };
   private generation = 0;
@@ -144,8 +124,6 @@ export class ConsumerEngine implements ProcessorHost {
   /** Partitions whose revoke is in flight. */
   private readonly revoking = new Set<string>();
   private suspectLost: string | undefined;
-  private commitInFlight: Promise<void> | undefined;
-  private lastCommitAt = 0;
   private looping = false;
   private loopDone: Promise<void> | undefined;
   private startPromise: Promise<void> | undefined;
@@ -206,6 +184,14 @@ export class ConsumerEngine implements ProcessorHost {
     );
     this.client.onAnswered = () => this.notifyChanged();
     this.startPositions = new StartPositions(this.client, settings, logger, this.store);
+    this.committer = new Committer(this.client, settings, logger, this.store, {
+      progressed: () => (this.lastProgressAt = Date.now()),
+      changed: () => this.notifyChanged(),
+      until: (condition, deadline) => this.waitUntil(condition, deadline),
+      hopeless: () => this.failure instanceof AuthenticationError,
+      observer: () => this.observer,
+      partitionLogger: (control) => this.partitionLogger(control),
+    });
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
     this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
     this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
@@ -314,7 +300,8 @@ export class ConsumerEngine implements ProcessorHost {
         this.dispatch(batch);
       }
       this.notePositions();
-      this.maybeCommit();
+      if (!this.disconnecting)
+        this.committer.maybeCommit(this.owned.values(), (c) => this.owned.get(c.key) === c);
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
   }
@@ -443,83 +430,6 @@ export class ConsumerEngine implements ProcessorHost {
   // ---------------------------------------------------------------------------------------------
   // Periodic commits
 
-  private maybeCommit(): void {
-    if (this.commitInFlight || this.disconnecting) return;
-    const now = Date.now();
-    if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
-    this.lastCommitAt = now;
-    const batch: { control: PartitionControl; offset: number }[] = [];
-    /** Streams whose completed-offset memory is to be written (with the offset it belongs to). */
-    const remembered: { control: PartitionControl; offset: number }[] = [];
-    for (const control of this.owned.values()) {
-      // Partitions being revoked get their final commit from the revoke protocol. A partition
-      // that delivered nothing yet commits its chosen start (onAssign, seek, reset to latest).
-      if (!control.active) continue;
-      const offset = control.ledger.committable();
-      if (offset === undefined) continue;
-      if (offset === control.lastCommitted) {
-        if (this.store && control.lastCommitted !== undefined) remembered.push({ control, offset });
-        continue;
-      }
-      if (!this.client.canCommit(control.topic, control.partition, offset)) {
-        // An earlier commit of this partition is unanswered (it timed out here): librdkafka may
-        // still send it, and if it landed after this one the offset would move backwards.
-        this.partitionLogger(control).debug(
-          { offset, unanswered: this.client.unanswered(control.topic, control.partition) },
-          'periodic commit held back until an earlier commit of the partition is answered',
-        );
-        continue;
-      }
-      batch.push({ control, offset });
-    }
-    if (batch.length === 0 && remembered.length === 0) return;
-    let offsets: TopicPartitionOffset[] = [];
-    let sent: { control: PartitionControl; offset: number }[] = [];
-    const sentAt = Date.now();
-    this.commitInFlight = this.saveMemories([...batch, ...remembered])
-      .then(() => {
-        // Decided again now that the memory is written: a partition revoked meanwhile gets its
-        // final commit from the revoke protocol, and nothing may be committed for it after that.
-        sent = batch.filter(
-          ({ control, offset }) =>
-            control.active &&
-            this.owned.get(control.key) === control &&
-            this.client.canCommit(control.topic, control.partition, offset),
-        );
-        offsets = sent.map(({ control, offset }) => ({
-          topic: control.topic,
-          partition: control.partition,
-          offset,
-        }));
-        return this.client.commit(offsets);
-      })
-      .then(() => {
-        if (offsets.length === 0) return; // only a memory was written
-        this.lastProgressAt = Date.now();
-        this.observer.commit('periodic', offsets, Date.now() - sentAt);
-        for (const { control, offset } of sent) {
-          if (control.lastCommitted === undefined || offset > control.lastCommitted) {
-            control.lastCommitted = offset;
-          }
-        }
-        this.logger.debug({ offsets }, 'committed');
-      })
-      .catch((err: unknown) => {
-        this.observer.commit('periodic', offsets, Date.now() - sentAt, err);
-        // Not a sign of a lost assignment by itself: a cooperative rebalance bumps the generation
-        // and refuses commits (ILLEGAL_GENERATION) while the partitions are still ours. Only the
-        // revoke-time commit decides "lost".
-        this.logger.warn(
-          { err, offsets },
-          'periodic commit failed; it is retried at the next interval (a crash before then may cause duplicate processing)',
-        );
-      })
-      .finally(() => {
-        this.commitInFlight = undefined;
-        this.notifyChanged();
-      });
-  }
-
   // ---------------------------------------------------------------------------------------------
   // Rebalances
 
@@ -622,44 +532,6 @@ export class ConsumerEngine implements ProcessorHost {
       'answering an assignment before its start offsets were resolved',
     );
     this.applyAssign(pending.generation, pending.partitions, NO_START_CHOICES);
-  }
-
-  /**
-   * Writes the completed-offset memory of streams about to be committed, and waits for the
-   * broker's confirmation: a memory must never be newer than nothing, nor a commit run ahead of
-   * its memory. A failed write is logged; the commit goes ahead (the memory then no longer
-   * matches the committed offset and is ignored: duplicates, never a skip).
-   */
-  private async saveMemories(
-    batch: { control: PartitionControl; offset: number }[],
-  ): Promise<void> {
-    const store = this.store;
-    if (!store) return;
-    const entries: (TopicPartition & { base: number; completed: number[] })[] = [];
-    const written: PartitionControl[] = [];
-    const signatures: string[] = [];
-    for (const { control, offset } of batch) {
-      const completed = control.ledger.completedAbove(Number.MAX_SAFE_INTEGER);
-      if (completed.length === 0 && !control.memoryWritten) continue;
-      const signature = `${offset}:${completed.length}:${completed[completed.length - 1] ?? -1}`;
-      if (signature === control.memorySignature) continue; // unchanged since the last write
-      entries.push({ topic: control.topic, partition: control.partition, base: offset, completed });
-      written.push(control);
-      signatures.push(signature);
-    }
-    if (entries.length === 0) return;
-    try {
-      await store.save(entries);
-      written.forEach((c, i) => {
-        c.memoryWritten = (entries[i]?.completed.length ?? 0) > 0;
-        c.memorySignature = signatures[i];
-      });
-    } catch (err) {
-      this.logger.warn(
-        { err, partitions: list(written) },
-        'could not write the completed-offset memory: the next owner will redo work finished out of order (duplicates)',
-      );
-    }
   }
 
   private applyAssign(
@@ -952,16 +824,16 @@ export class ConsumerEngine implements ProcessorHost {
 
     // A periodic commit sent earlier must settle first so it cannot land after the final one;
     // it may take at most half of the commit reserve.
-    if (this.commitInFlight) {
+    if (this.committer.periodicInFlight) {
       await this.waitUntil(
-        () => this.commitInFlight === undefined,
+        () => !this.committer.periodicInFlight,
         deadline - Math.floor(commitReserve / 2),
       );
     }
     // Never commit for a partition a newer assignment owns (a stale revoke, Backbeat BB-835): the
     // broker would take it under the current generation and could move the offset backwards.
     const stillOurs = controls.filter((c) => this.owned.get(c.key) === c && this.stillAssigned(c));
-    const results = await this.commitFinal(stillOurs, deadline);
+    const results = await this.committer.commitFinal(stillOurs, deadline);
     for (const c of controls) {
       if (!stillOurs.includes(c)) {
         results.push({
@@ -1049,157 +921,6 @@ export class ConsumerEngine implements ProcessorHost {
     } catch {
       return true;
     }
-  }
-
-  /** Commits the final offsets of revoked partitions and waits for the broker's answer. */
-  private async commitFinal(
-    controls: PartitionControl[],
-    deadline: number,
-  ): Promise<PartitionCommitResult[]> {
-    const results = new Map<PartitionControl, PartitionCommitResult>();
-    const toCommit: { control: PartitionControl; offset: number }[] = [];
-    const unchanged: { control: PartitionControl; offset: number }[] = [];
-    for (const c of controls) {
-      const offset = c.ledger.committable();
-      if (offset !== undefined && offset === c.lastCommitted)
-        unchanged.push({ control: c, offset });
-      if (offset === undefined || offset === c.lastCommitted) {
-        results.set(c, {
-          topic: c.topic,
-          partition: c.partition,
-          status: 'unchanged',
-          offset: c.lastCommitted,
-        });
-      } else {
-        toCommit.push({ control: c, offset });
-      }
-    }
-    // The memory of work finished out of order goes first (confirmed), then the commit. Its write
-    // may take at most half of what is left: a memory landing after the commit is still true (the
-    // next owner applies it only while the committed offset equals its base).
-    const memoryWritten = await settlesWithin(
-      this.saveMemories([...toCommit, ...unchanged]),
-      Math.floor((deadline - Date.now()) / 2),
-    );
-    if (!memoryWritten) {
-      this.logger.warn(
-        { partitions: list(controls) },
-        'the completed-offset memory write did not finish in time: committing without waiting for it (if it is lost, the next owner redoes work finished out of order: duplicates)',
-      );
-    }
-    // An earlier commit of a partition that librdkafka has not answered (one that timed out here)
-    // could land after this one and move the offset backwards: wait for its answer first.
-    const overtakable = (): { control: PartitionControl; offset: number }[] =>
-      toCommit.filter(
-        ({ control, offset }) => !this.client.canCommit(control.topic, control.partition, offset),
-      );
-    if (overtakable().length > 0) {
-      await this.waitUntil(() => overtakable().length === 0, deadline - 100);
-      for (const entry of overtakable()) {
-        const { control, offset } = entry;
-        const earlier = this.client.unanswered(control.topic, control.partition);
-        const reason = `an earlier commit of offset ${earlier.join(', ')} is still unanswered; committing ${offset} now could be overtaken by it`;
-        this.partitionLogger(control).warn(
-          { offset, unanswered: earlier },
-          'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
-        );
-        results.set(control, {
-          topic: control.topic,
-          partition: control.partition,
-          status: 'failed',
-          offset,
-          reason,
-        });
-        toCommit.splice(toCommit.indexOf(entry), 1);
-      }
-    }
-    let attempt = 0;
-    while (toCommit.length > 0) {
-      attempt += 1;
-      const offsets = toCommit.map(({ control, offset }) => ({
-        topic: control.topic,
-        partition: control.partition,
-        offset,
-      }));
-      const remaining = deadline - Date.now();
-      const sentAt = Date.now();
-      try {
-        await this.client.commit(
-          offsets,
-          Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
-        );
-        this.observer.commit('revoke', offsets, Date.now() - sentAt);
-        for (const { control, offset } of toCommit) {
-          control.lastCommitted = offset;
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'committed',
-            offset,
-          });
-        }
-        break;
-      } catch (err) {
-        this.observer.commit('revoke', offsets, Date.now() - sentAt, err);
-        const code = kafkaCodeOf(err);
-        const reason = errorMessage(err);
-        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
-          for (const { control } of toCommit) {
-            control.fence('lost');
-            results.set(control, {
-              topic: control.topic,
-              partition: control.partition,
-              status: 'lost',
-              reason,
-            });
-          }
-          break;
-        }
-        const retriable =
-          (code !== undefined && RETRIABLE_COMMIT_CODES.has(code)) ||
-          (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
-        // Refused credentials will not heal within the deadline: one attempt, then release.
-        const hopeless = this.failure instanceof AuthenticationError;
-        if (retriable && !hopeless && Date.now() + 100 < deadline) {
-          this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
-          await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
-          continue;
-        }
-        const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
-        if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
-          // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
-          // commit topic by topic so the live ones are confirmed.
-          for (const topic of topics) {
-            const own = toCommit.filter(({ control }) => control.topic === topic);
-            const split = await this.commitFinal(
-              own.map(({ control }) => control),
-              deadline,
-            );
-            own.forEach(({ control }, i) => results.set(control, split[i]!));
-          }
-          break;
-        }
-        this.logger.warn(
-          { err, offsets, code },
-          code === Code.REBALANCE_IN_PROGRESS
-            ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
-            : code === Code.UNKNOWN_TOPIC_OR_PART
-              ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
-              : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
-        );
-        for (const { control, offset } of toCommit) {
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'failed',
-            offset,
-            reason,
-          });
-        }
-        break;
-      }
-    }
-    return controls.map((c) => results.get(c)!);
   }
 
   /** Partitions taken away without a chance to commit. */
@@ -1829,8 +1550,8 @@ export class ConsumerEngine implements ProcessorHost {
         );
       }
     }
-    if (this.commitInFlight)
-      await this.untilBeforeClose(() => this.commitInFlight === undefined, deadline);
+    if (this.committer.periodicInFlight)
+      await this.untilBeforeClose(() => !this.committer.periodicInFlight, deadline);
     // A commit librdkafka has not answered yet (one that timed out here) could still be applied
     // after this member is gone and move the group's offset back: keep polling, within the
     // deadline, until every commit is answered.
