@@ -22,6 +22,7 @@ import type {
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import { FlowControl } from './flow-control';
 import { Committer } from './committer';
 import { NO_START_CHOICES, StartPositions } from './start-positions';
 import type { StartChoices } from './start-positions';
@@ -84,9 +85,6 @@ export class ConsumerEngine implements ProcessorHost {
   /** Topics currently reported unavailable (to warn once per topic, not once per poll). */
   private readonly unavailableTopics = new Set<string>();
   private topicCheckInFlight = false;
-  /** Partitions the user paused (kept across rebalances), and whether new ones start paused. */
-  private readonly userPaused = new Set<string>();
-  private userPausedAll = false;
   /** An assignment whose start offsets are being looked up (librdkafka waits for its assign call). */
   private pendingAssign:
     { generation: number; readonly partitions: TopicPartition[]; applied: boolean } | undefined;
@@ -138,8 +136,7 @@ export class ConsumerEngine implements ProcessorHost {
   private disconnecting = false;
   private readonly cadence: ConsumeCadence;
   private readonly conditions = new Conditions();
-  private readonly resumeAtMessages: number;
-  private readonly resumeAtBytes: number;
+  private readonly flow: FlowControl;
   /** Time of the last completed consume call (ms since the epoch). */
   lastPollAt = 0;
   /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
@@ -193,8 +190,13 @@ export class ConsumerEngine implements ProcessorHost {
       partitionLogger: (control) => this.partitionLogger(control),
     });
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
-    this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
-    this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
+    this.flow = new FlowControl(this.client, settings, logger, {
+      controllable: (c) => !this.disconnecting && this.owned.get(c.key) === c,
+      running: () => this.state.kind === 'running',
+      owner: (key) => this.owned.get(key),
+      owned: () => this.owned.values(),
+      partitionLogger: (c) => this.partitionLogger(c),
+    });
     const raw = this.client.raw;
     raw.on('event.error', (err: LibrdKafkaError) => this.onClientError(err));
     raw.on('event.log', (log: { severity: number; fac: string; message: string }) =>
@@ -343,13 +345,7 @@ export class ConsumerEngine implements ProcessorHost {
       }
       control.push(toKafkaMessage(m, control.generation, control.signal));
       this.observer.received(m.topic, m.partition);
-      if (
-        !control.paused &&
-        (control.ledger.window >= this.settings.maxBufferedMessages ||
-          control.bufferedBytes >= this.settings.maxBufferedBytes)
-      ) {
-        this.setPaused(control, true);
-      }
+      this.flow.afterPush(control);
     }
   }
 
@@ -380,38 +376,9 @@ export class ConsumerEngine implements ProcessorHost {
   private onAck = (control: PartitionControl): void => {
     // A stream a seek replaced is forgotten once its aborted handlers finished.
     if (this.retired.size > 0 && control.isDrained) this.retired.delete(control);
-    if (
-      control.paused &&
-      control.ledger.window <= this.resumeAtMessages &&
-      control.bufferedBytes <= this.resumeAtBytes
-    ) {
-      this.setPaused(control, false);
-    }
+    this.flow.afterAck(control);
     this.notifyChanged();
   };
-
-  private setPaused(control: PartitionControl, paused: boolean): void {
-    if (control.state === 'released' || this.disconnecting) return;
-    if (this.owned.get(control.key) !== control) return; // a newer assignment owns the partition
-    try {
-      const tp = [{ topic: control.topic, partition: control.partition }];
-      // A partition the user paused stays paused when backpressure lifts.
-      if (paused) this.client.raw.pause(tp);
-      else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
-      control.paused = paused;
-      this.partitionLogger(control).debug(
-        { buffered: control.ledger.window, bytes: control.bufferedBytes },
-        paused ? 'paused partition (buffer full)' : 'resumed partition',
-      );
-    } catch (err) {
-      this.partitionLogger(control).warn(
-        { err },
-        paused
-          ? 'pause failed: the partition keeps fetching past its buffer limits (memory grows) until the next attempt'
-          : 'resume failed: the partition stays paused until the next attempt or rebalance',
-      );
-    }
-  }
 
   /** A child logger bound to the partition's topic, partition and generation. */
   private partitionLogger(control: PartitionControl): Logger {
@@ -595,20 +562,7 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.lastControl = undefined;
     this.lastPartition = -1;
-    // librdkafka keeps application pauses across revoke and re-assignment: set each partition's
-    // state explicitly — paused if the user paused it (or everything), else running.
-    if (this.userPausedAll) for (const c of controls) this.userPaused.add(c.key);
-    const held = partitions.filter((tp) => this.userPaused.has(tpKey(tp.topic, tp.partition)));
-    const running = partitions.filter((tp) => !this.userPaused.has(tpKey(tp.topic, tp.partition)));
-    try {
-      if (running.length > 0) this.client.raw.resume(running);
-      if (held.length > 0) this.client.raw.pause(held);
-    } catch (err) {
-      this.logger.warn(
-        { err, running, held },
-        'pause/resume of newly assigned partitions failed: a partition paused by the application may be fetched, or one left paused by librdkafka may not be, until the next pause()/resume() or rebalance',
-      );
-    }
+    this.flow.assigned(controls);
     this.logger.info(
       { generation, protocol, partitions, starts: Object.fromEntries(starts) },
       'assigned',
@@ -864,7 +818,7 @@ export class ConsumerEngine implements ProcessorHost {
       at: committedAt,
     });
 
-    this.resumeIfPaused(stillOurs);
+    this.flow.releasing(stillOurs);
     this.unassign(partitions, protocol, generation);
     for (const c of controls) c.release();
     this.forget(controls);
@@ -932,7 +886,7 @@ export class ConsumerEngine implements ProcessorHost {
     reason: string,
   ): void {
     for (const c of controls) c.fence(`partition lost: ${reason}`);
-    this.resumeIfPaused(controls);
+    this.flow.releasing(controls);
     this.unassign(partitions, protocol, generation);
     this.forget(controls);
     this.logger.warn(
@@ -940,10 +894,6 @@ export class ConsumerEngine implements ProcessorHost {
       'partitions lost: nothing committed; their unfinished work will be redone by the next owner',
     );
     this.emit({ type: 'lost', generation, protocol, partitions, reason, at: Date.now() });
-  }
-
-  private resumeIfPaused(controls: PartitionControl[]): void {
-    for (const c of controls) if (c.paused) this.setPaused(c, false);
   }
 
   /**
@@ -1081,13 +1031,7 @@ export class ConsumerEngine implements ProcessorHost {
       this.owned.set(s.key, control);
       this.lastControl = undefined;
       this.lastPartition = -1;
-      if (old.paused && !this.userPaused.has(s.key)) {
-        try {
-          this.client.raw.resume([{ topic: s.tp.topic, partition: s.tp.partition }]);
-        } catch (err) {
-          this.logger.debug({ err }, 'resume after seek failed');
-        }
-      }
+      this.flow.replaced(old, control);
       this.partitionLogger(control).info(
         { offset: s.offset, position: s.position },
         'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
@@ -1117,45 +1061,17 @@ export class ConsumerEngine implements ProcessorHost {
 
   /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
   pause(tps?: readonly TopicPartition[]): void {
-    const targets = tps ?? [...this.owned.values()];
-    if (tps === undefined) this.userPausedAll = true;
-    for (const tp of targets) this.userPaused.add(tpKey(tp.topic, tp.partition));
-    const owned = targets.filter((tp) => this.owned.has(tpKey(tp.topic, tp.partition)));
-    if (owned.length === 0 || this.state.kind !== 'running') return;
-    try {
-      this.client.raw.pause(list(owned));
-    } catch (err) {
-      this.logger.warn({ err, partitions: list(owned) }, 'pause failed');
-    }
-    this.logger.info({ partitions: list(owned) }, 'paused by the application');
+    this.flow.pause(tps);
   }
 
-  /**
-   * Resumes what `pause()` paused (everything without `tps`). A partition also paused by the
-   * library for backpressure stays paused until its buffer drains.
-   */
+  /** Resumes what `pause()` paused (everything without `tps`); see {@link FlowControl.resume}. */
   resume(tps?: readonly TopicPartition[]): void {
-    if (tps === undefined) this.userPausedAll = false;
-    const keys = tps ? tps.map((tp) => tpKey(tp.topic, tp.partition)) : [...this.userPaused];
-    for (const k of keys) this.userPaused.delete(k);
-    const ready = keys
-      .map((k) => this.owned.get(k))
-      .filter((c): c is PartitionControl => c !== undefined && !c.paused);
-    if (ready.length === 0 || this.state.kind !== 'running') return;
-    try {
-      this.client.raw.resume(list(ready));
-    } catch (err) {
-      this.logger.warn({ err, partitions: list(ready) }, 'resume failed');
-    }
-    this.logger.info({ partitions: list(ready) }, 'resumed by the application');
+    this.flow.resume(tps);
   }
 
   /** Partitions paused by the application (owned now or not). */
   pausedByUser(): TopicPartition[] {
-    return [...this.userPaused].map((k) => {
-      const [topic = '', partition = '0'] = k.split('\u0000');
-      return { topic, partition: Number(partition) };
-    });
+    return this.flow.pausedByUser();
   }
 
   private forget(controls: PartitionControl[]): void {
