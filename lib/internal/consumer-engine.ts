@@ -22,6 +22,8 @@ import type {
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import { revoke } from './revoke-protocol';
+import type { RevokeContext, RevokeHost } from './revoke-protocol';
 import { FlowControl } from './flow-control';
 import { Committer } from './committer';
 import { NO_START_CHOICES, StartPositions } from './start-positions';
@@ -34,7 +36,7 @@ import {
   levelOf,
 } from './client-events';
 import type { ClientLog, OffsetReset, Verdict } from './client-events';
-import { Conditions, settlesWithin } from './conditions';
+import { Conditions } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
 import type { EngineObserver } from './engine-observer';
@@ -111,6 +113,8 @@ export class ConsumerEngine implements ProcessorHost {
   readonly client: ConsumerClient;
   private readonly startPositions: StartPositions;
   private readonly committer: Committer;
+  /** What the revoke protocol (revoke-protocol.ts) may ask of the engine. */
+  private readonly revokeHost: RevokeHost;
 
   private state: EngineState = { kind: 'idle' };
   private generation = 0;
@@ -197,6 +201,22 @@ export class ConsumerEngine implements ProcessorHost {
       owned: () => this.owned.values(),
       partitionLogger: (c) => this.partitionLogger(c),
     });
+    this.revokeHost = {
+      settings,
+      logger,
+      committer: this.committer,
+      flow: this.flow,
+      closingBy: () => this.revokeDeadlineWhileClosing(),
+      until: (condition, deadline) => this.waitUntil(condition, deadline),
+      changed: () => this.notifyChanged(),
+      retiredOf: (partitions) => this.retiredOf(partitions),
+      stillOwned: (c) => this.owned.get(c.key) === c && this.stillAssigned(c),
+      emit: (event) => this.emit(event),
+      lose: (ctx, reason) => this.lose(ctx, reason),
+      unassign: (partitions, protocol, generation) =>
+        this.unassign(partitions, protocol, generation),
+      forget: (controls) => this.forget(controls),
+    };
     const raw = this.client.raw;
     raw.on('event.error', (err: LibrdKafkaError) => this.onClientError(err));
     raw.on('event.log', (log: { severity: number; fac: string; message: string }) =>
@@ -642,7 +662,7 @@ export class ConsumerEngine implements ProcessorHost {
     const lostReason = this.suspectLost;
     if (lostReason !== undefined) {
       this.suspectLost = undefined;
-      this.lose(partitions, controls, protocol, generation, lostReason);
+      this.lose({ partitions, controls, protocol, generation }, lostReason);
       return;
     }
 
@@ -657,7 +677,7 @@ export class ConsumerEngine implements ProcessorHost {
     // times out.
     const handedOver = !(this.state.kind === 'closing' && this.staticInstanceId !== undefined);
     for (const c of controls) c.end();
-    const task = this.revoke(
+    const ctx: RevokeContext = {
       partitions,
       controls,
       protocol,
@@ -665,8 +685,10 @@ export class ConsumerEngine implements ProcessorHost {
       startedAt,
       inFlight,
       handedOver,
+      groupInstanceId: this.staticInstanceId,
       lostProbe,
-    )
+    };
+    const task = revoke(ctx, this.revokeHost)
       .catch((err: unknown) => {
         this.logger.error({ err, generation }, 'revoke failed');
         this.failWith(err instanceof Error ? err : new Error(String(err)));
@@ -680,181 +702,6 @@ export class ConsumerEngine implements ProcessorHost {
     this.rebalanceTasks.add(task);
     this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
     this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
-  }
-
-  /** drain → commit (confirmed) → unassign, within the drain deadline. */
-  private async revoke(
-    partitions: TopicPartition[],
-    controls: PartitionControl[],
-    protocol: RebalanceProtocol,
-    generation: number,
-    startedAt: number,
-    inFlight: number,
-    handedOver: boolean,
-    lostProbe: Promise<boolean | undefined>,
-  ): Promise<void> {
-    let lostByProbe = false;
-    void lostProbe.then((answer) => {
-      if (answer !== true) return;
-      lostByProbe = true;
-      // Abort the handlers now: their work no longer counts, and nothing will be committed.
-      for (const c of controls) c.fence('partition lost: librdkafka reports the assignment lost');
-      this.notifyChanged();
-    });
-    const total = this.settings.drainTimeoutMs;
-    const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
-    // The revoke deadline is tied to max.poll.interval.ms; a close() that has to finish sooner
-    // (closeTimeoutMs, a SIGTERM grace period) brings it forward, so the final commit still
-    // happens before the consumer disconnects.
-    let deadline = startedAt + total;
-    const isDrained = (): boolean =>
-      controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0;
-    let drained = false;
-    for (;;) {
-      deadline = Math.min(startedAt + total, this.revokeDeadlineWhileClosing());
-      const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
-      const closingSince = this.closeDeadline;
-      // Streams replaced by a seek of these partitions still running aborted handlers count too.
-      drained = await this.waitUntil(
-        () => isDrained() || lostByProbe || this.closeDeadline !== closingSince,
-        deadline - commitShare,
-      );
-      drained = isDrained();
-      if (drained || lostByProbe || this.closeDeadline === closingSince) break;
-    }
-    // The answer normally came long before the drain ended; wait for it a little if not (it is
-    // served by the next consume call).
-    if (!lostByProbe)
-      await settlesWithin(
-        lostProbe.then(() => undefined),
-        Math.min(200, deadline - Date.now()),
-      );
-    if (lostByProbe) {
-      this.logger.warn(
-        { generation, partitions, inFlight, waitedMs: Date.now() - startedAt },
-        'librdkafka reports the assignment lost (this member was fenced or its session expired): handlers aborted, nothing committed',
-      );
-      this.lose(
-        partitions,
-        controls,
-        protocol,
-        generation,
-        'assignment lost (fenced by the group coordinator, or the session expired)',
-      );
-      return;
-    }
-    const stragglers = controls.filter((c) => !c.isDrained);
-    const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
-    const stuck = stragglers.map((c) => c.describe());
-    for (const c of stragglers) c.fence('drain deadline passed');
-    const drainedAt = Date.now();
-    if (!drained) {
-      this.logger.warn(
-        {
-          generation,
-          partitions: list(stragglers),
-          stragglers: stragglerCount,
-          stuck,
-          drainTimeoutMs: total,
-        },
-        'drain deadline passed: committing what is contiguous and releasing the partitions; the next owner may process the unfinished messages again (duplicates)',
-      );
-    }
-    this.logger.info(
-      { generation, partitions, inFlight, durationMs: drainedAt - startedAt, timedOut: !drained },
-      'drained',
-    );
-    this.emit({
-      type: 'drained',
-      generation,
-      protocol,
-      partitions,
-      inFlight,
-      stragglers: stragglerCount,
-      timedOut: !drained,
-      durationMs: drainedAt - startedAt,
-      at: drainedAt,
-    });
-
-    // A periodic commit sent earlier must settle first so it cannot land after the final one;
-    // it may take at most half of the commit reserve.
-    if (this.committer.periodicInFlight) {
-      await this.waitUntil(
-        () => !this.committer.periodicInFlight,
-        deadline - Math.floor(commitReserve / 2),
-      );
-    }
-    // Never commit for a partition a newer assignment owns (a stale revoke, Backbeat BB-835): the
-    // broker would take it under the current generation and could move the offset backwards.
-    const stillOurs = controls.filter((c) => this.owned.get(c.key) === c && this.stillAssigned(c));
-    const results = await this.committer.commitFinal(stillOurs, deadline);
-    for (const c of controls) {
-      if (!stillOurs.includes(c)) {
-        results.push({
-          topic: c.topic,
-          partition: c.partition,
-          status: 'lost',
-          reason: 'reassigned by a newer rebalance before the revoke finished',
-        });
-      }
-    }
-    const committedAt = Date.now();
-    const lost = results.filter(
-      (r) =>
-        r.status === 'lost' &&
-        stillOurs.some((c) => c.partition === r.partition && c.topic === r.topic),
-    );
-    this.logger.info(
-      { generation, results, durationMs: committedAt - drainedAt },
-      lost.length > 0 ? 'final commit refused: partitions lost' : 'committed',
-    );
-    this.emit({
-      type: 'committed',
-      generation,
-      protocol,
-      partitions,
-      results,
-      durationMs: committedAt - drainedAt,
-      at: committedAt,
-    });
-
-    this.flow.releasing(stillOurs);
-    this.unassign(partitions, protocol, generation);
-    for (const c of controls) c.release();
-    this.forget(controls);
-    const revokedAt = Date.now();
-    if (lost.length > 0) {
-      const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
-      this.logger.warn(
-        { generation, partitions, reason },
-        'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)',
-      );
-      this.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
-    } else {
-      this.logger.info(
-        {
-          generation,
-          partitions,
-          durationMs: revokedAt - committedAt,
-          totalMs: revokedAt - startedAt,
-          handedOver,
-          ...(handedOver ? {} : { groupInstanceId: this.staticInstanceId }),
-        },
-        handedOver
-          ? 'revoked'
-          : 'revoked locally, not handed over: the group keeps these partitions for this group.instance.id until its session times out (a restart within it resumes them without a rebalance)',
-      );
-      this.emit({
-        type: 'revoked',
-        generation,
-        protocol,
-        partitions,
-        durationMs: revokedAt - committedAt,
-        totalMs: revokedAt - startedAt,
-        handedOver,
-        at: revokedAt,
-      });
-    }
   }
 
   /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
@@ -879,10 +726,12 @@ export class ConsumerEngine implements ProcessorHost {
 
   /** Partitions taken away without a chance to commit. */
   private lose(
-    partitions: TopicPartition[],
-    controls: PartitionControl[],
-    protocol: RebalanceProtocol,
-    generation: number,
+    {
+      partitions,
+      controls,
+      protocol,
+      generation,
+    }: Pick<RevokeContext, 'partitions' | 'controls' | 'protocol' | 'generation'>,
     reason: string,
   ): void {
     for (const c of controls) c.fence(`partition lost: ${reason}`);
