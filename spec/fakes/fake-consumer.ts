@@ -65,6 +65,8 @@ export interface FakeOptions {
   commitResult?: (offsets: TopicPartitionOffset[]) => number | undefined;
   /** Consume calls before a commit result is delivered. @default 1 */
   commitLatencyPolls?: number;
+  /** Per commit: consume calls before its result is delivered (overrides `commitLatencyPolls`). */
+  commitPolls?: (offsets: TopicPartitionOffset[]) => number | undefined;
   connectError?: string;
   /** Makes seek() fail with this message. */
   seekError?: string;
@@ -111,6 +113,13 @@ type OutboxItem =
       held: boolean;
       /** The member's fencing epoch when it was sent: a fence in between refuses it. */
       epoch: number;
+    }
+  | {
+      /** librdkafka's local answer to `commit()` of the current assignment (no offsets). */
+      kind: 'local';
+      error: number;
+      offsets: TopicPartitionOffset[];
+      polls: number;
     }
   | { kind: 'release'; keys: string[] }
   | { kind: 'leave' };
@@ -200,8 +209,22 @@ export class FakeConsumer extends EventEmitter {
     );
   }
 
-  /** Fires a REVOKE rebalance callback; consume() returns nothing until the app unassigns. */
-  rebalanceRevoke(partitions: { topic: string; partition: number }[]): void {
+  /**
+   * Set by a revoke of a lost assignment (librdkafka's `rd_kafka_assignment_lost()`: fenced by a
+   * heartbeat, session timed out); cleared by the next (un)assign call, as librdkafka does.
+   */
+  assignmentLost = false;
+
+  /**
+   * Fires a REVOKE rebalance callback; consume() returns nothing until the app unassigns. With
+   * `lost`, the assignment is lost (the callback looks the same; only `commit()` of the current
+   * assignment tells: ERR__ASSIGNMENT_LOST).
+   */
+  rebalanceRevoke(
+    partitions: { topic: string; partition: number }[],
+    options: { lost?: boolean } = {},
+  ): void {
+    this.assignmentLost = options.lost === true;
     this.revokePending = true;
     if (this.member) {
       this.pendingCallbacks.push({ kind: 'revoke', keys: partitions.map(key), at: Date.now() });
@@ -224,7 +247,7 @@ export class FakeConsumer extends EventEmitter {
       this.pendingCallbacks.filter((c) => c.kind === 'revoke').flatMap((c) => c.keys),
     );
     const revoked = this.assignment.filter((p) => !revoking.has(key(p))).map((p) => ({ ...p }));
-    if (revoked.length > 0) this.revokeLater(revoked);
+    if (revoked.length > 0) this.revokeLater(revoked, true);
     this.maybeRejoin();
   }
 
@@ -392,7 +415,9 @@ export class FakeConsumer extends EventEmitter {
   ): void {
     this.consumeCalls += 1;
     // Commit results are served from inside consume(), in the order the commits were sent.
-    for (const item of this.outbox) if (item.kind === 'commit') item.polls -= 1;
+    for (const item of this.outbox) {
+      if (item.kind === 'commit' || item.kind === 'local') item.polls -= 1;
+    }
     const due = this.takeReady();
     const out: Message[] = [];
     if (this.injectLate.length > 0) out.push(...this.injectLate.splice(0));
@@ -422,9 +447,26 @@ export class FakeConsumer extends EventEmitter {
     }, delay);
   }
 
-  commit(offsets: TopicPartitionOffset | TopicPartitionOffset[]): this {
-    const list = Array.isArray(offsets) ? offsets : [offsets];
+  commit(offsets?: TopicPartitionOffset | TopicPartitionOffset[] | null): this {
     if (this.member && !this.connected) throw new Error('KafkaConsumer is disconnected');
+    if (offsets === undefined || offsets === null) {
+      // A commit of the current assignment: the library stores no offsets, so librdkafka answers
+      // locally — ERR__ASSIGNMENT_LOST when the assignment is lost, else ERR__NO_OFFSET — at the
+      // next poll, whatever waits for the broker.
+      const lost = this.assignmentLost && this.assignment.length > 0;
+      this.outbox.push({
+        kind: 'local',
+        polls: 1,
+        error: lost ? E.ERR__ASSIGNMENT_LOST : E.ERR__NO_OFFSET,
+        offsets: lost
+          ? []
+          : this.assignment.map(
+              (a) => ({ topic: a.topic, partition: a.partition }) as TopicPartitionOffset,
+            ),
+      });
+      return this;
+    }
+    const list = Array.isArray(offsets) ? offsets : [offsets];
     this.record({ op: 'commit', offsets: list.map((o) => `${key(o)}@${o.offset}`) });
     const copy = list.map((o) => ({ ...o }));
     let plan: CommitPlan;
@@ -441,7 +483,7 @@ export class FakeConsumer extends EventEmitter {
     this.outbox.push({
       kind: 'commit',
       offsets: copy,
-      polls: plan.polls ?? this.options.commitLatencyPolls ?? 1,
+      polls: plan.polls ?? this.options.commitPolls?.(list) ?? this.options.commitLatencyPolls ?? 1,
       error: plan.error,
       held: plan.held === true,
       epoch: this.fenceEpoch,
@@ -454,29 +496,47 @@ export class FakeConsumer extends EventEmitter {
     this.options.hooks?.call?.(call);
   }
 
-  /** Removes the requests at the head of the outbox that may reach the broker now. */
+  /**
+   * Removes the requests that may be answered now: local answers once due; in member mode the
+   * head of the outbox up to the first commit still waiting (one coordinator connection), else
+   * every commit whose latency has passed.
+   */
   private takeReady(): OutboxItem[] {
-    let n = 0;
-    for (const item of this.outbox) {
-      if (item.kind === 'commit' && (item.held || item.polls > 0)) break;
-      n += 1;
-    }
-    return this.outbox.splice(0, n);
+    const ready: OutboxItem[] = [];
+    let blocked = false;
+    this.outbox = this.outbox.filter((item) => {
+      const waits =
+        (item.kind === 'commit' && (item.held || item.polls > 0)) ||
+        (item.kind === 'local' && item.polls > 0);
+      if (item.kind === 'local' || !this.member) {
+        if (waits) return true;
+        ready.push(item);
+        return false;
+      }
+      if (blocked || waits) {
+        blocked = true;
+        return true;
+      }
+      ready.push(item);
+      return false;
+    });
+    return ready;
   }
 
   /** Releases and the leave reach the broker at once unless a commit before them waits. */
   private pump(): void {
     for (;;) {
-      const head = this.outbox[0];
+      const head = this.outbox.find((i) => i.kind !== 'local');
       if (head === undefined) return;
+      const at = this.outbox.indexOf(head);
       if (head.kind === 'commit') {
         // Once disconnected nobody polls: the broker still applies what was sent.
         if (head.held || this.connected) return;
-        this.outbox.shift();
+        this.outbox.splice(at, 1);
         this.deliver(head, false);
         continue;
       }
-      this.outbox.shift();
+      this.outbox.splice(at, 1);
       this.deliver(head, false);
     }
   }
@@ -490,6 +550,13 @@ export class FakeConsumer extends EventEmitter {
     }
     if (item.kind === 'leave') {
       hooks?.left?.();
+      return;
+    }
+    if (item.kind === 'local') {
+      if (notify) {
+        const err = Object.assign(new Error(`commit error ${item.error}`), { code: item.error });
+        this.emit('offset.commit', err, item.offsets);
+      }
       return;
     }
     let error = item.error;
@@ -526,6 +593,7 @@ export class FakeConsumer extends EventEmitter {
     const before = this.assignment.map(key);
     this.setAssignment(partitions.map((p) => ({ ...p })));
     this.revokePending = false;
+    this.assignmentLost = false;
     if (this.member) {
       // The eager assign call answers every callback waiting (it replaces the assignment).
       this.pendingCallbacks = [];
@@ -542,6 +610,7 @@ export class FakeConsumer extends EventEmitter {
     const before = this.assignment.map(key);
     this.setAssignment([]);
     this.revokePending = false;
+    this.assignmentLost = false;
     if (this.member) {
       this.pendingCallbacks = [];
       this.released(before);
@@ -558,6 +627,7 @@ export class FakeConsumer extends EventEmitter {
     this.record({ op: 'incrementalAssign', partitions: partitions.map(key) });
     this.setAssignment([...this.assignment, ...partitions.map((p) => ({ ...p }))]);
     this.revokePending = false;
+    this.assignmentLost = false;
     if (this.member) {
       const assigned = new Set(this.assignment.map(key));
       const given = new Set(partitions.map(key));
@@ -595,6 +665,7 @@ export class FakeConsumer extends EventEmitter {
     const gone = new Set(partitions.map(key));
     this.setAssignment(this.assignment.filter((a) => !gone.has(key(a))));
     this.revokePending = false;
+    this.assignmentLost = false;
     if (this.member) {
       const still = new Set(this.assignment.map(key));
       // A revoke is answered once none of its partitions is assigned any more.
@@ -610,9 +681,8 @@ export class FakeConsumer extends EventEmitter {
   private afterAssign(partitions: Assignment[]): void {
     if (partitions.length === 0) return;
     // Fenced: what an assign asked before the fence brings is lost too.
-    if (this.fencedWith !== undefined || (this.unsubscribed && !this.left)) {
-      this.revokeLater(partitions);
-    }
+    if (this.fencedWith !== undefined) this.revokeLater(partitions, true);
+    else if (this.unsubscribed && !this.left) this.revokeLater(partitions);
   }
 
   /** A fenced member is a member again once nothing is assigned nor waiting to be. */
@@ -626,12 +696,12 @@ export class FakeConsumer extends EventEmitter {
    * A revoke librdkafka serves from a later poll: of the partitions still assigned by then (none
    * left, or disconnected: no callback).
    */
-  private revokeLater(partitions: Assignment[]): void {
+  private revokeLater(partitions: Assignment[], lost = false): void {
     const revoked = partitions.map((p) => ({ topic: p.topic, partition: p.partition }));
     setImmediate(() => {
       const still = new Set(this.assignment.map(key));
       const now = revoked.filter((p) => still.has(key(p)));
-      if (now.length > 0 && this.connected) this.rebalanceRevoke(now);
+      if (now.length > 0 && this.connected) this.rebalanceRevoke(now, { lost });
     });
   }
 
