@@ -132,6 +132,7 @@ export class Simulation {
   private steps = 0;
   private calmSince = 0;
   private settledSince: number | undefined;
+  private coordinating = false;
   /** An action to run from inside the library's next handler call or rebalance event. */
   private reentrant: ActionKind | undefined;
   private closeSince = 0;
@@ -281,7 +282,7 @@ export class Simulation {
   /** How long a completed-offset memory write takes (slow ones cross a revoke). */
   private storeDelay(): number {
     if (this.phase !== 'chaos') return 0;
-    if (this.rnd.chance(0.05)) {
+    if (this.rnd.chance(this.cfg.chaos ? 0.15 : 0.05)) {
       const ms = this.rnd.int(100, this.cfg.chaos ? TIMINGS.drainTimeoutMs + 1000 : 1000);
       if (ms > 1000) this.checker.markNotGraceful(`a memory write takes ${ms} ms`);
       this.count('slowMemoryWrites');
@@ -715,7 +716,28 @@ export class Simulation {
     life.fake.rebalanceRevoke(partitions.map((partition) => ({ topic: TOPIC, partition })));
   }
 
+  /**
+   * Runs one coordinator decision; a decision asked for from inside another one (a callback's
+   * subscriber calling back into the world) waits until that one has fired all its callbacks.
+   */
+  private coordinate(decide: () => void): void {
+    if (this.coordinating) {
+      this.clock.schedule(0, () => this.coordinate(decide));
+      return;
+    }
+    this.coordinating = true;
+    try {
+      decide();
+    } finally {
+      this.coordinating = false;
+    }
+  }
+
   private rebalance(): void {
+    this.coordinate(() => this.decideRebalance());
+  }
+
+  private decideRebalance(): void {
     if (this.cfg.protocol === 'eager') {
       this.eagerRound(this.rnd.chance(0.5));
       return;
@@ -771,6 +793,10 @@ export class Simulation {
   }
 
   private calmRebalance(): void {
+    this.coordinate(() => this.decideCalmRebalance());
+  }
+
+  private decideCalmRebalance(): void {
     if (this.cfg.protocol === 'eager') {
       this.eagerRound(false);
       return;
