@@ -61,6 +61,16 @@ const REGRESSIONS: readonly { seed: number; weights?: string; what: string }[] =
     what: 'a revoke cancels thousands of queued handlers (partitionConcurrency 6000+): the FairLimiter recurses and overflows the stack',
   },
   {
+    seed: 62290,
+    weights: NO_STOPS,
+    what: 'completed-offset memory: a periodic commit computed before a revoke waits for a slow memory write, is sent after the final commit and the reassignment, and moves the committed offset back (19 → 13)',
+  },
+  {
+    seed: 1077,
+    weights: NO_STOPS,
+    what: 'a periodic commit times out in the client and is applied late, after the final commit sent meanwhile: the committed offset moves back (12 → 4) (KIP-848)',
+  },
+  {
     seed: 1507,
     what: 'seek() called from an assigned subscriber, then a revoke and a reassignment: the seek is applied to the newer assignment (KIP-848)',
   },

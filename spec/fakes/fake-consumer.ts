@@ -43,6 +43,12 @@ export interface CommitPlan {
    * {@link FakeConsumer.releaseHeld}: the client's wait times out, the broker applies it later.
    */
   held?: boolean;
+  /**
+   * With `held`: later commits of the member are not held behind it and it is applied after them
+   * when released (librdkafka sent it again after a coordinator change); releases and the leave
+   * still wait for it.
+   */
+  overtaken?: boolean;
 }
 
 /** What the broker side learns from a member fake (`member` mode), in the order it learns it. */
@@ -111,6 +117,7 @@ type OutboxItem =
       polls: number;
       error: number | undefined;
       held: boolean;
+      overtaken: boolean;
       /** The member's fencing epoch when it was sent: a fence in between refuses it. */
       epoch: number;
     }
@@ -486,6 +493,7 @@ export class FakeConsumer extends EventEmitter {
       polls: plan.polls ?? this.options.commitPolls?.(list) ?? this.options.commitLatencyPolls ?? 1,
       error: plan.error,
       held: plan.held === true,
+      overtaken: plan.held === true && plan.overtaken === true,
       epoch: this.fenceEpoch,
     });
     return this;
@@ -504,6 +512,8 @@ export class FakeConsumer extends EventEmitter {
   private takeReady(): OutboxItem[] {
     const ready: OutboxItem[] = [];
     let blocked = false;
+    /** An overtaken commit still waits: commits go past it, releases and the leave do not. */
+    let overtaken = false;
     this.outbox = this.outbox.filter((item) => {
       const waits =
         (item.kind === 'commit' && (item.held || item.polls > 0)) ||
@@ -513,7 +523,11 @@ export class FakeConsumer extends EventEmitter {
         ready.push(item);
         return false;
       }
-      if (blocked || waits) {
+      if (item.kind === 'commit' && item.held && item.overtaken && !blocked) {
+        overtaken = true;
+        return true;
+      }
+      if (blocked || waits || (overtaken && item.kind !== 'commit')) {
         blocked = true;
         return true;
       }

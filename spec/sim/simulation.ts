@@ -864,11 +864,14 @@ export class Simulation {
           : this.rnd.int(TIMINGS.commitTimeoutMs + 1, 3 * TIMINGS.commitTimeoutMs);
         if (long) this.checker.markNotGraceful(`commit ${what} held ${ms} ms`);
         this.count('held');
+        // Half of them are sent again after a coordinator change: commits sent later land first.
+        const overtaken = this.rnd.chance(0.5);
+        if (overtaken) this.count('overtaken');
         this.clock.schedule(ms, () => {
           this.log(`${life.id}: the broker gets the held commits`);
           life.fake.releaseHeld();
         });
-        return { polls: 1, held: true };
+        return { polls: 1, held: true, overtaken };
       }
       case 'refused': {
         const code = this.rnd.pick([27, 22]);
@@ -935,7 +938,9 @@ export class Simulation {
       plan.error !== undefined
         ? `answered ${plan.error}`
         : plan.held
-          ? 'held'
+          ? plan.overtaken
+            ? 'held, to be overtaken by later commits'
+            : 'held'
           : `ok after ${plan.polls ?? 1} poll(s)`;
     this.log(`${life.id} commit ${what} sent (${fate})`);
   }
