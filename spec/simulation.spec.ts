@@ -43,7 +43,7 @@ const REGRESSIONS: readonly { seed: number; weights?: string; what: string }[] =
   {
     seed: 1016,
     weights: ONLY_STOP_BY_UNSUBSCRIBE,
-    what: 'unsubscribing the process() subscription while a handler runs: its finished work is not counted and the next owner redoes it',
+    what: 'unsubscribing the process() subscription while handlers run tears them down: the offset below them stays uncommitted and the next owner redoes work finished above it',
   },
   {
     seed: 1020,

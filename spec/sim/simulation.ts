@@ -26,13 +26,14 @@ import { FakeConsumer } from '../fakes/fake-consumer';
 import type { Call, CommitPlan, PendingCallback } from '../fakes/fake-consumer';
 import { TIMINGS } from './config';
 import type { ActionKind, SimConfig } from './config';
+import { Coordinator } from './coordinator';
 import { InvariantChecker } from './invariants';
 import type { Violation } from './invariants';
 import { Random } from './random';
 import { VirtualClock } from './virtual-clock';
 
 export const TOPIC = 't';
-/** closeTimeoutMs: the library's default (drainTimeoutMs + 15000). */
+/** closeTimeoutMs given to every member: close() must resolve within it. */
 const CLOSE_TIMEOUT_MS = TIMINGS.drainTimeoutMs + 15_000;
 /** Longest a rebalance callback may wait for its answer: the drain, the commit, some slack. */
 const CALLBACK_BOUND_MS = TIMINGS.drainTimeoutMs + 2 * TIMINGS.commitTimeoutMs + 3000;
@@ -117,8 +118,7 @@ export class Simulation {
   private readonly trace: string[] = [];
   private readonly logs = new Map<string, Message[]>();
   private readonly commits = new Map<string, number>();
-  /** The broker's view: which life holds (was assigned and has not released) each partition. */
-  private readonly holder = new Map<number, Life>();
+  private readonly coordinator: Coordinator<Life>;
   private readonly lives: Life[] = [];
   private readonly livesPerSlot = new Map<number, number>();
   private readonly attempts = new Map<string, number>();
@@ -132,7 +132,6 @@ export class Simulation {
   private steps = 0;
   private calmSince = 0;
   private settledSince: number | undefined;
-  private coordinating = false;
   /** An action to run from inside the library's next handler call or rebalance event. */
   private reentrant: ActionKind | undefined;
   private closeSince = 0;
@@ -149,6 +148,16 @@ export class Simulation {
       (v) => this.log(`!! VIOLATION ${v.kind}: ${v.message}`),
     );
     this.store = cfg.rememberCompleted ? new SimStore(() => this.storeDelay()) : undefined;
+    this.coordinator = new Coordinator<Life>({
+      protocol: cfg.protocol,
+      partitions: cfg.partitions,
+      topic: TOPIC,
+      rnd: this.rnd,
+      members: () => this.lives,
+      defer: (fn) => void this.clock.schedule(0, fn),
+      log: (line) => this.log(line),
+      count: (what) => this.count(what),
+    });
     this.logger = pino(
       { level: 'warn', base: undefined, timestamp: false },
       { write: (line: string) => this.onLibraryLog(line) },
@@ -222,7 +231,7 @@ export class Simulation {
       case undefined:
         return;
       case 'rebalance':
-        this.rebalance();
+        this.coordinator.rebalance();
         return;
       case 'close':
       case 'unsubscribe':
@@ -338,7 +347,7 @@ export class Simulation {
       if (this.phase !== 'calm') return;
       if (this.running().length === 0) this.startLife(0);
       for (const life of this.lives) life.fake.releaseHeld();
-      this.calmRebalance();
+      this.coordinator.assignFree();
       this.checkCalm();
       this.clock.schedule(5, tick);
     };
@@ -361,7 +370,7 @@ export class Simulation {
     if (this.clock.now - this.calmSince > CALM_BOUND_MS) {
       this.checker.fail(
         'not-all-processed',
-        `${CALM_BOUND_MS} ms into the calm phase: ${missing.join('; ')}; holders ${this.describeHolders()}`,
+        `${CALM_BOUND_MS} ms into the calm phase: ${missing.join('; ')}; holders ${this.coordinator.describe()}`,
       );
     }
   }
@@ -447,8 +456,8 @@ export class Simulation {
           commitSent: (offsets, plan) => this.onCommitSent(holder.life as Life, offsets, plan),
           commitApplied: (offsets, error) =>
             this.onCommitApplied(holder.life as Life, offsets, error),
-          released: (keys) => this.onReleased(holder.life as Life, keys),
-          left: () => this.onLeft(holder.life as Life),
+          released: (keys) => this.coordinator.released(holder.life as Life, keys),
+          left: () => this.coordinator.dropped(holder.life as Life, 'left the group'),
         },
       });
       this.options.mutate?.(fake);
@@ -467,6 +476,7 @@ export class Simulation {
         commitIntervalMs: this.cfg.commitIntervalMs,
         commitTimeoutMs: TIMINGS.commitTimeoutMs,
         drainTimeoutMs: TIMINGS.drainTimeoutMs,
+        closeTimeoutMs: CLOSE_TIMEOUT_MS,
         consumeTimeoutMs: TIMINGS.consumeTimeoutMs,
         consumeBatchSize: this.cfg.consumeBatchSize,
         maxBufferedMessages: this.cfg.maxBufferedMessages,
@@ -657,177 +667,8 @@ export class Simulation {
     this.checker.markNotGraceful(`${life.id} fenced (${code})`);
     this.count('fences');
     this.log(`${life.id} is fenced by the broker (${code}); its partitions are free`);
-    for (const [p, l] of this.holder) if (l === life) this.holder.delete(p);
+    this.coordinator.dropped(life, 'is fenced');
     life.fake.fence(code);
-  }
-
-  // --- the coordinator ------------------------------------------------------------------------
-
-  /** Members that may get new partitions: subscribed, connected, nothing pending. */
-  private eligible(): Life[] {
-    return this.lives.filter(
-      (l) =>
-        l.fake.isConnected() &&
-        l.fake.isSubscribed &&
-        !l.fake.hasLeft &&
-        !l.fake.isFenced &&
-        l.fake.unanswered().length === 0,
-    );
-  }
-
-  /** Members the coordinator may revoke from (a member that left has nothing). */
-  private members(): Life[] {
-    return this.lives.filter(
-      (l) => l.fake.isConnected() && l.fake.isSubscribed && !l.fake.hasLeft && !l.fake.isFenced,
-    );
-  }
-
-  private free(): number[] {
-    return [...Array(this.cfg.partitions).keys()].filter((p) => !this.holder.has(p));
-  }
-
-  private anyPending(kind?: 'assign' | 'revoke'): boolean {
-    return this.lives.some((l) =>
-      l.fake.unanswered().some((c) => kind === undefined || c.kind === kind),
-    );
-  }
-
-  private assign(life: Life, wanted: number[]): void {
-    // The broker never assigns a member what it has (or is being given) already.
-    const has = new Set([
-      ...life.fake.assignments().map((a) => a.partition),
-      ...life.fake
-        .unanswered()
-        .filter((c) => c.kind === 'assign')
-        .flatMap((c) => c.keys.map(partitionOf)),
-    ]);
-    const partitions = wanted.filter((p) => !has.has(p));
-    if (partitions.length === 0 && wanted.length > 0) return;
-    for (const p of partitions) this.holder.set(p, life);
-    this.count('assigns');
-    this.log(`coordinator → ${life.id}: assign [${partitions.join(',')}]`);
-    life.fake.rebalanceAssign(partitions.map((partition) => ({ topic: TOPIC, partition })));
-  }
-
-  private revoke(life: Life, partitions: number[]): void {
-    this.count('revokes');
-    if (life.fake.revokeInProgress) this.count('overlappingRevokes');
-    this.log(`coordinator → ${life.id}: revoke [${partitions.join(',')}]`);
-    life.fake.rebalanceRevoke(partitions.map((partition) => ({ topic: TOPIC, partition })));
-  }
-
-  /**
-   * Runs one coordinator decision; a decision asked for from inside another one (a callback's
-   * subscriber calling back into the world) waits until that one has fired all its callbacks.
-   */
-  private coordinate(decide: () => void): void {
-    if (this.coordinating) {
-      this.clock.schedule(0, () => this.coordinate(decide));
-      return;
-    }
-    this.coordinating = true;
-    try {
-      decide();
-    } finally {
-      this.coordinating = false;
-    }
-  }
-
-  private rebalance(): void {
-    this.coordinate(() => this.decideRebalance());
-  }
-
-  private decideRebalance(): void {
-    if (this.cfg.protocol === 'eager') {
-      this.eagerRound(this.rnd.chance(0.5));
-      return;
-    }
-    const options: (() => void)[] = [];
-    for (const life of this.members()) {
-      if (life.fake.unanswered().some((c) => c.kind === 'assign')) continue;
-      const revoking = new Set(
-        life.fake
-          .unanswered()
-          .filter((c) => c.kind === 'revoke')
-          .flatMap((c) => c.keys),
-      );
-      const revocable = life.fake
-        .assignments()
-        .map((a) => a.partition)
-        .filter((p) => !revoking.has(keyOf(p)) && this.holder.get(p) === life);
-      if (revocable.length > 0) options.push(() => this.revoke(life, this.rnd.subset(revocable)));
-    }
-    const free = this.free();
-    const barrier = this.cfg.protocol === 'cooperative' && this.anyPending('revoke');
-    if (free.length > 0 && !barrier) {
-      for (const life of this.eligible()) {
-        options.push(() => this.assign(life, this.rnd.subset(free)));
-      }
-    }
-    if (options.length > 0) this.rnd.pick(options)();
-  }
-
-  /**
-   * Eager: every member gives everything back, then (once the broker saw every release) the
-   * partitions are dealt out again, an assign callback per member (empty ones too).
-   */
-  private eagerRound(force: boolean): void {
-    if (this.anyPending()) return;
-    const holders = this.members().filter((l) => l.fake.assignments().length > 0);
-    const free = this.free();
-    if (holders.length > 0 && (free.length > 0 || force)) {
-      for (const l of holders)
-        this.revoke(
-          l,
-          l.fake.assignments().map((a) => a.partition),
-        );
-      return;
-    }
-    if (holders.length === 0 && free.length > 0) {
-      const eligible = this.eligible();
-      if (eligible.length === 0) return;
-      const shares = new Map<Life, number[]>(eligible.map((l) => [l, []]));
-      for (const p of free) shares.get(this.rnd.pick(eligible))?.push(p);
-      for (const [l, ps] of shares) this.assign(l, ps);
-    }
-  }
-
-  private calmRebalance(): void {
-    this.coordinate(() => this.decideCalmRebalance());
-  }
-
-  private decideCalmRebalance(): void {
-    if (this.cfg.protocol === 'eager') {
-      this.eagerRound(false);
-      return;
-    }
-    const free = this.free();
-    if (free.length === 0) return;
-    if (this.cfg.protocol === 'cooperative' && this.anyPending('revoke')) return;
-    const eligible = this.eligible();
-    if (eligible.length === 0) return;
-    const shares = new Map<Life, number[]>();
-    for (const p of free) {
-      const l = this.rnd.pick(eligible);
-      shares.set(l, [...(shares.get(l) ?? []), p]);
-    }
-    for (const [l, ps] of shares) this.assign(l, ps);
-  }
-
-  private describeHolders(): string {
-    const parts = [...Array(this.cfg.partitions).keys()].map(
-      (p) => `p${p}:${this.holder.get(p)?.id ?? 'free'}`,
-    );
-    const pending = this.lives
-      .filter((l) => l.fake.unanswered().length > 0)
-      .map(
-        (l) =>
-          `${l.id} waits ${l.fake
-            .unanswered()
-            .map((c) => c.kind)
-            .join('+')}`,
-      );
-    return [...parts, ...pending].join(' ');
   }
 
   // --- what the fakes report --------------------------------------------------------------------
@@ -955,20 +796,6 @@ export class Simulation {
       `broker: commit ${what} of ${life.id} ${error === undefined ? 'applied' : `refused (${error})`}`,
     );
     if (error === undefined) this.checker.commitApplied(life.id, offsets);
-  }
-
-  private onReleased(life: Life, keys: string[]): void {
-    const ps = keys.map(partitionOf).filter((p) => this.holder.get(p) === life);
-    for (const p of ps) this.holder.delete(p);
-    if (ps.length > 0) this.log(`broker: ${life.id} released [${ps.join(',')}]`);
-  }
-
-  private onLeft(life: Life): void {
-    const ps = [...this.holder].filter(([, l]) => l === life).map(([p]) => p);
-    for (const p of ps) this.holder.delete(p);
-    this.log(
-      `broker: ${life.id} left the group${ps.length > 0 ? `, freeing [${ps.join(',')}]` : ''}`,
-    );
   }
 
   private onRebalanceEvent(life: Life, e: RebalanceEvent): void {

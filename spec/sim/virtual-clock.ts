@@ -69,7 +69,7 @@ export class VirtualClock {
   /** A binary min-heap on (at, seq); cancelled timers stay in it until they surface. */
   private heap: Timer[] = [];
   private readonly timers = new Map<number, Timer>();
-  private immediates: { id: number; fn: Callback; args: unknown[]; cancelled: boolean }[] = [];
+  private immediates: { id: number; fn: Callback; args: unknown[] }[] = [];
   private readonly cancelledImmediates = new Set<number>();
   private installed = false;
   /** Exceptions thrown by callbacks (a real event loop would report them as uncaught). */
@@ -100,7 +100,7 @@ export class VirtualClock {
     g.clearInterval = (h: unknown) => this.clear(h);
     g.setImmediate = (fn: Callback, ...args: unknown[]) => {
       const id = this.nextId++;
-      this.immediates.push({ id, fn, args, cancelled: false });
+      this.immediates.push({ id, fn, args });
       return new VirtualTimeout(id, this);
     };
     g.clearImmediate = (h: unknown) => {
