@@ -200,6 +200,98 @@ describe('node-rdkafka contract (real broker)', function () {
     assert.equal(outcomes.unassign, 'ok');
   });
 
+  for (const [name, protocolConfig] of [
+    [
+      'cooperative-sticky',
+      {
+        'partition.assignment.strategy': 'cooperative-sticky',
+        'session.timeout.ms': 6000,
+        'heartbeat.interval.ms': 500,
+      },
+    ],
+    ['KIP-848', { 'group.protocol': 'consumer' }],
+  ] as const) {
+    it(`answers commit() of the current assignment with ERR__ASSIGNMENT_LOST only once the assignment is lost (${name})`, async () => {
+      const topic = uniqueName('contract-lost');
+      await createTopic(topic, 1);
+      const answers: number[] = [];
+      const revokes: { probe?: number }[] = [];
+      let assigned = false;
+      let revoking = false;
+      let closing = false;
+      const c: Kafka.KafkaConsumer = new Kafka.KafkaConsumer(
+        {
+          'bootstrap.servers': BROKERS,
+          'group.id': uniqueName('contract'),
+          'enable.auto.commit': false,
+          'enable.auto.offset.store': false,
+          'max.poll.interval.ms': 6000,
+          offset_commit_cb: true,
+          ...protocolConfig,
+          rebalance_cb: (err: LibrdKafkaError, a: Assignment[]) => {
+            if (err.code === E.ERR__ASSIGN_PARTITIONS) {
+              c.incrementalAssign(a);
+              assigned = a.length > 0 || assigned;
+              return;
+            }
+            // The revoke callback looks the same whether the assignment is lost or not; ask.
+            if (closing) {
+              c.incrementalUnassign(a); // the final revoke of disconnect(): only unassign works
+              return;
+            }
+            revoking = true;
+            revokes.push({});
+            c.commit();
+          },
+        } as Kafka.ConsumerGlobalConfig,
+        {},
+      );
+      c.on('offset.commit', (err: LibrdKafkaError | undefined, offsets: TopicPartitionOffset[]) => {
+        if (offsets.every((o) => o.offset === undefined)) answers.push(err?.code ?? 0);
+      });
+      c.setDefaultConsumeTimeout(100);
+      await connect(c);
+      try {
+        c.subscribe([topic]);
+        await waitFor(async () => (await consumeOnce(c), assigned), {
+          timeoutMs: 30_000,
+          what: 'assignment',
+          intervalMs: 0,
+        });
+        // Assigned and healthy: nothing is stored, so librdkafka answers ERR__NO_OFFSET locally.
+        c.commit();
+        await waitFor(async () => (await consumeOnce(c), answers.length === 1), {
+          timeoutMs: 10_000,
+          what: 'the answer of a healthy member',
+          intervalMs: 0,
+        });
+        assert.equal(answers[0], E.ERR__NO_OFFSET);
+        // Stop polling past max.poll.interval.ms: librdkafka leaves the group and the assignment
+        // is lost; the revoke that follows must answer ERR__ASSIGNMENT_LOST.
+        await new Promise((r) => setTimeout(r, 9000));
+        const consumeErrors: number[] = [];
+        const poll = (): Promise<void> =>
+          new Promise((resolve) =>
+            c.consume(10, (err) => {
+              if (err && err.code !== E.ERR__TIMED_OUT) consumeErrors.push(err.code);
+              resolve();
+            }),
+          );
+        await waitFor(async () => (await poll(), revoking && answers.length === 2), {
+          timeoutMs: 20_000,
+          what: 'the revoke of the lost assignment and its answer',
+          intervalMs: 0,
+        });
+        assert.equal(answers[1], E.ERR__ASSIGNMENT_LOST, JSON.stringify(answers));
+        assert.ok(consumeErrors.includes(E.ERR__MAX_POLL_EXCEEDED), JSON.stringify(consumeErrors));
+        c.incrementalUnassign(c.assignments());
+      } finally {
+        closing = true;
+        await new Promise<void>((r) => c.disconnect(() => r()));
+      }
+    });
+  }
+
   it('neither sends nor returns commit metadata (node-rdkafka 3.x): the completed-offset memory needs its own topic', async () => {
     const topic = uniqueName('contract-metadata');
     await createTopic(topic, 1);

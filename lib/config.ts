@@ -21,7 +21,18 @@ const OWNED_SETTINGS: Record<string, { allowed: unknown; why: string }> = {
     allowed: undefined,
     why: 'the library awaits each commit result itself',
   },
+  event_cb: {
+    allowed: true,
+    why: "without librdkafka's events the library cannot see a lost membership, a fatal or authentication error, or an offset reset",
+  },
 };
+
+/**
+ * librdkafka's `log_level` must let through warnings (syslog level 4): the library learns of a
+ * dropped membership (MAXPOLL, SESSTMOUT), the error behind a fatal one and offset resets only
+ * from those lines.
+ */
+const MIN_LOG_LEVEL = 4;
 
 /** Settings librdkafka refuses with `group.protocol=consumer` (KIP-848 moves them to the broker). */
 const CLASSIC_ONLY_SETTINGS = [
@@ -70,7 +81,13 @@ export interface ReactiveConsumerOptions {
   commitIntervalMs?: number;
   /** How long to wait for the broker to confirm one commit, in ms. @default 10000 */
   commitTimeoutMs?: number;
-  /** Longest time `close()` may take (drain, commit, leave, disconnect), in ms. @default drainTimeoutMs + 15000 */
+  /**
+   * Longest time `close()` may take as a whole (drain, final commit, leave, disconnect), in ms.
+   * The default fits a Kubernetes pod's 30 s SIGTERM grace period; a revoke running while the
+   * consumer closes is brought forward to end within it (handlers still running then are cut off
+   * and their messages redone by the next owner). `close({ timeoutMs })` overrides it per call.
+   * @default 25000
+   */
   closeTimeoutMs?: number;
   /** Longest wait for the first connection to the cluster, in ms. @default 30000 */
   connectTimeoutMs?: number;
@@ -153,7 +170,7 @@ export const DEFAULTS = {
   maxBufferedMessages: 1000,
   maxBufferedBytes: 16 * 1024 * 1024,
   resumeThreshold: 0.5,
-  closeMarginMs: 15_000,
+  closeTimeoutMs: 25_000,
 } as const;
 
 /**
@@ -245,11 +262,20 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
   if (typeof groupId !== 'string' || groupId.length === 0) {
     fail('group.id', 'a non-empty string', groupId);
   }
+  const logLevel = config.log_level;
+  if (logLevel !== undefined && !(Number(logLevel) >= MIN_LOG_LEVEL)) {
+    throw new ConfigError(
+      `Expected \`log_level\` to be at least ${MIN_LOG_LEVEL} (warnings): the library detects lost group membership, fatal errors and offset resets from librdkafka's warning lines; got ${formatValue(logLevel)} (filter librdkafka's lines in your pino logger instead)`,
+      'log_level',
+    );
+  }
   for (const [key, rule] of Object.entries(OWNED_SETTINGS)) {
     const value = config[key];
     if (value === undefined) continue;
     const ok =
-      rule.allowed === false ? value === false || value === 'false' : rule.allowed === value;
+      typeof rule.allowed === 'boolean'
+        ? value === rule.allowed || value === String(rule.allowed)
+        : rule.allowed === value;
     if (!ok) {
       throw new ConfigError(
         `Expected \`${key}\` to be ${rule.allowed === undefined ? 'unset' : `unset or ${String(rule.allowed)}`}: ${rule.why}; got ${formatValue(value)}`,
@@ -336,7 +362,7 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
       0,
     ),
     metricsIntervalMs,
-    closeTimeoutMs: positiveInt(opts, 'closeTimeoutMs', drainTimeoutMs + DEFAULTS.closeMarginMs),
+    closeTimeoutMs: positiveInt(opts, 'closeTimeoutMs', DEFAULTS.closeTimeoutMs),
     connectTimeoutMs: positiveInt(opts, 'connectTimeoutMs', DEFAULTS.connectTimeoutMs),
     consumeBatchSize: positiveInt(opts, 'consumeBatchSize', DEFAULTS.consumeBatchSize),
     consumeTimeoutMs: positiveInt(opts, 'consumeTimeoutMs', DEFAULTS.consumeTimeoutMs, 0),

@@ -266,9 +266,26 @@ export class ReactiveConsumer {
         this.internals.random,
       );
       const wasAttached = this.attached;
+      /** Set once the user unsubscribed: the pipeline keeps running, unseen, until it drained. */
+      let detached = false;
       const sub = (this.partitions$ as Observable<PartitionControl>)
         .pipe(mergeMap((partition) => processor.runPartition(partition, limiter)))
-        .subscribe(subscriber);
+        .subscribe({
+          next: (value) => {
+            if (!detached) subscriber.next(value);
+          },
+          error: (err: unknown) => {
+            if (!detached) subscriber.error(err);
+            else
+              this.logger.debug(
+                { err },
+                'the pipeline ended with an error after it was unsubscribed',
+              );
+          },
+          complete: () => {
+            if (!detached) subscriber.complete();
+          },
+        });
       // Only the subscription that runs the pipeline owns the writer (a refused second one must
       // not close it).
       const owns = deadLetter !== undefined && !wasAttached && this.attached;
@@ -277,8 +294,19 @@ export class ReactiveConsumer {
         void deadLetter.start();
       }
       return () => {
-        sub.unsubscribe();
-        if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
+        if (sub.closed) {
+          if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
+          return;
+        }
+        // Unsubscribing (or `takeUntil`) is a graceful stop, exactly like close(): the pipeline
+        // is not torn down — handlers in flight finish and their offsets count, the final commits
+        // are confirmed, the partitions released — only its results are no longer emitted. The
+        // subscription ends when the consumer has closed (within `closeTimeoutMs`).
+        detached = true;
+        this.logger.info('the pipeline was unsubscribed: closing the consumer gracefully');
+        void this.close()
+          .catch((err: unknown) => this.logger.warn({ err }, 'close after unsubscribe failed'))
+          .finally(() => sub.unsubscribe());
       };
     });
   }
@@ -339,12 +367,22 @@ export class ReactiveConsumer {
   }
 
   /**
-   * Graceful shutdown: stops intake, drains in-flight handlers, commits (confirmed by the broker),
-   * leaves the group and disconnects, within `closeTimeoutMs`. Idempotent; safe before the first
-   * assignment and from a SIGTERM handler. The pipeline completes afterwards.
+   * Graceful shutdown: stops intake, waits for revokes already in flight, drains in-flight
+   * handlers, commits (confirmed by the broker), leaves the group and disconnects, within
+   * `timeoutMs` (default `closeTimeoutMs`, 25 s: inside a Kubernetes pod's 30 s SIGTERM grace
+   * period). Idempotent (the first call's deadline holds); safe before the first assignment and from
+   * a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline
+   * completes afterwards.
    */
-  async close(): Promise<void> {
-    await this.engine.close();
+  async close(options: { timeoutMs?: number } = {}): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? this.settings.closeTimeoutMs;
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
+      throw new ConfigError(
+        `Expected \`timeoutMs\` to be a positive integer (ms), got ${String(timeoutMs)}`,
+        'timeoutMs',
+      );
+    }
+    await this.engine.close(timeoutMs);
     // Every write the revoke waited for is settled; flush and disconnect the dead-letter producer.
     await Promise.all(
       [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),

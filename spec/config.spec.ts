@@ -93,6 +93,20 @@ describe('resolveSettings', () => {
     rejects(base({ offset_commit_cb: true }), 'offset_commit_cb');
   });
 
+  it('rejects event_cb: false, which would silently disable lost, fatal, auth and offset-reset detection', () => {
+    rejects(base({ event_cb: false } as never), 'event_cb', /lost membership/);
+    assert.equal(resolveSettings(base({ event_cb: true } as never)).globalConfig.event_cb, true);
+  });
+
+  it('rejects a log_level that hides the warnings the library relies on', () => {
+    rejects(base({ log_level: 3 }), 'log_level', /at least 4/);
+    assert.equal(resolveSettings(base({ log_level: 4 })).globalConfig.log_level, 4);
+  });
+
+  it('gives close() a default deadline inside a 30 s SIGTERM grace period', () => {
+    assert.equal(resolveSettings(base()).closeTimeoutMs, 25_000);
+  });
+
   for (const key of [
     'session.timeout.ms',
     'heartbeat.interval.ms',

@@ -11,7 +11,13 @@ import {
   HandlerError,
   deserializers,
 } from '../lib';
-import type { ConsumerEvent, Processed, ProcessOptions, ReactiveConsumerInternals } from '../lib';
+import type {
+  ConsumerEvent,
+  Processed,
+  ProcessOptions,
+  ReactiveConsumerInternals,
+  ReactiveConsumerOptions,
+} from '../lib';
 import type { FakeOptions } from './fakes/fake-consumer';
 import { fakeProducerFactory } from './fakes/fake-producer';
 import type { FakeProducerOptions } from './fakes/fake-producer';
@@ -25,9 +31,10 @@ function setup(
   fakeOptions: FakeOptions = {},
   producerOptions: FakeProducerOptions = {},
   internals: ReactiveConsumerInternals = {},
+  options: Partial<ReactiveConsumerOptions> = {},
 ) {
   const p = fakeProducerFactory(producerOptions);
-  const h = harness({}, fakeOptions, { producerFactory: p.factory as never, ...internals });
+  const h = harness(options, fakeOptions, { producerFactory: p.factory as never, ...internals });
   const events: ConsumerEvent[] = [];
   h.consumer.events$.subscribe((e) => events.push(e));
   return { ...h, producer: p.producer, consumerEvents: events };
@@ -148,8 +155,8 @@ describe('failure policies', () => {
     assert.ok(s.consumerEvents.some((e) => e.type === 'message-failed' && e.offset === 3));
   });
 
-  it('abandons a retry when its partition is revoked: released at once, message left for the next owner', async () => {
-    const s = setup();
+  it('abandons a retry still in backoff at the drain deadline: released then, message left for the next owner', async () => {
+    const s = setup({}, {}, {}, { drainTimeoutMs: 300 });
     const r = run(
       s,
       (m) => {
@@ -165,8 +172,10 @@ describe('failure policies', () => {
     s.fake().rebalanceRevoke([tp(0)]);
     await until(
       () => s.events.some((e) => e.type === 'revoked'),
-      'revoked without waiting a minute',
+      'revoked at the drain deadline, without waiting a minute',
     );
+    const drained = s.events.find((e) => e.type === 'drained');
+    assert.ok(drained?.type === 'drained' && drained.timedOut, 'held until the drain deadline');
     assert.equal(committed(s), 2);
     assert.equal(r.error(), undefined, 'no policy applied to an abandoned retry');
     assert.ok(!s.consumerEvents.some((e) => e.type === 'message-failed'));

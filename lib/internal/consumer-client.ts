@@ -34,9 +34,16 @@ interface PendingCommit {
   readonly timer: NodeJS.Timeout;
 }
 
+interface PendingProbe {
+  readonly resolve: (lost: boolean | undefined) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
 export class ConsumerClient {
   readonly raw: RdKafkaConsumer;
   private readonly pendingCommits: PendingCommit[] = [];
+  /** Assignment-lost probes waiting for their answer, oldest first (librdkafka answers in order). */
+  private readonly pendingProbes: PendingProbe[] = [];
   private consuming = false;
   private lastTimeoutMs = -1;
 
@@ -168,6 +175,64 @@ export class ConsumerClient {
     });
   }
 
+  /** Called whenever librdkafka answers a commit (the engine re-checks what waits on one). */
+  onAnswered: () => void = () => undefined;
+
+  /**
+   * Offsets of this partition's commits that librdkafka has not answered yet, including commits
+   * whose wait timed out here: librdkafka may still send (or retry) those, and one landing after a
+   * newer commit would move the group's offset backwards. A commit of another offset for the
+   * partition must wait until these are answered.
+   */
+  unanswered(topic: string, partition: number): number[] {
+    const out: number[] = [];
+    for (const p of this.pendingCommits) {
+      for (const o of p.offsets) {
+        if (o.partition === partition && o.topic === topic) out.push(o.offset);
+      }
+    }
+    return out;
+  }
+
+  /** Whether committing `offset` now cannot be overtaken by an unanswered commit of another offset. */
+  canCommit(topic: string, partition: number, offset: number): boolean {
+    return this.unanswered(topic, partition).every((o) => o === offset);
+  }
+
+  /**
+   * Whether librdkafka considers the current assignment lost (`rd_kafka_assignment_lost()`, which
+   * node-rdkafka does not expose). A commit of the current assignment (`commit()` without offsets)
+   * is answered locally: `ERR__ASSIGNMENT_LOST` when the assignment is lost — librdkafka fenced
+   * by a heartbeat, a session timeout, max.poll exceeded — and `ERR__NO_OFFSET` otherwise (the
+   * library stores no offsets, so nothing is sent to the broker). Resolves `undefined` when no
+   * answer came within `timeoutMs` (the answer, like every commit result, is served by consume()).
+   */
+  probeAssignmentLost(timeoutMs: number): Promise<boolean | undefined> {
+    return new Promise((resolve) => {
+      const probe: PendingProbe = {
+        resolve,
+        timer: setTimeout(() => {
+          this.removeProbe(probe);
+          resolve(undefined);
+        }, timeoutMs),
+      };
+      this.pendingProbes.push(probe);
+      try {
+        this.raw.commit();
+      } catch (err) {
+        this.removeProbe(probe);
+        clearTimeout(probe.timer);
+        this.logger.debug({ err }, 'could not ask librdkafka whether the assignment is lost');
+        resolve(undefined);
+      }
+    });
+  }
+
+  private removeProbe(probe: PendingProbe): void {
+    const i = this.pendingProbes.indexOf(probe);
+    if (i >= 0) this.pendingProbes.splice(i, 1);
+  }
+
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
@@ -247,6 +312,20 @@ export class ConsumerClient {
   }
 
   private onCommitResult(err: LibrdKafkaError | undefined, offsets: TopicPartitionOffset[]): void {
+    // The answer to an assignment-lost probe carries no offset (a commit of the current
+    // assignment with nothing stored); every commit the library sends has valid offsets.
+    if (
+      this.pendingProbes.length > 0 &&
+      offsets.every((o) => !(typeof o.offset === 'number' && o.offset >= 0))
+    ) {
+      const probe = this.pendingProbes.shift() as PendingProbe;
+      clearTimeout(probe.timer);
+      const code = err?.code;
+      probe.resolve(
+        code === Code.ASSIGNMENT_LOST ? true : code === Code.NO_OFFSET ? false : undefined,
+      );
+      return;
+    }
     const got = new Map<string, number>();
     for (const o of offsets) got.set(tpKey(o.topic, o.partition), o.offset);
     const index = this.pendingCommits.findIndex((p) =>
@@ -260,7 +339,11 @@ export class ConsumerClient {
     if (!pending) return;
     clearTimeout(pending.timer);
     if (pending.timedOut) {
-      this.logger.info({ err, offsets }, 'late result of a commit that had timed out');
+      this.logger.info(
+        { err, offsets },
+        'late answer to a commit that had timed out (it was not counted as committed)',
+      );
+      this.onAnswered();
       return;
     }
     if (!err || err.code === Code.NO_OFFSET) {
@@ -278,6 +361,7 @@ export class ConsumerClient {
         ),
       );
     }
+    this.onAnswered();
   }
 
   private trimTimedOut(): void {
@@ -291,6 +375,10 @@ export class ConsumerClient {
   }
 
   private failPendingCommits(reason: string): void {
+    for (const probe of this.pendingProbes.splice(0)) {
+      clearTimeout(probe.timer);
+      probe.resolve(undefined);
+    }
     for (const p of this.pendingCommits.splice(0)) {
       clearTimeout(p.timer);
       p.reject(

@@ -32,7 +32,13 @@ import type { FailureCounters, ProcessorHost } from './processor';
 import { KafkaCompletedStore } from './completed-store';
 import type { CompletedStore } from './completed-store';
 import { connectionSettings } from '../config';
-import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
+import type {
+  Assignment,
+  ConsumerFactory,
+  LibrdKafkaError,
+  Message,
+  TopicPartitionOffset,
+} from './rdkafka';
 import {
   Code,
   OWNERSHIP_LOST_CODES,
@@ -63,7 +69,8 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   Code.TIMED_OUT,
   Code.TRANSPORT,
   Code.ALL_BROKERS_DOWN,
-  Code.STALE_MEMBER_EPOCH, // KIP-848: retriable, the member epoch catches up
+  Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
+  Code.WAIT_COORD, // no coordinator for session.timeout.ms (a coordinator failover)
   14, // COORDINATOR_LOAD_IN_PROGRESS
   7, // REQUEST_TIMED_OUT
 ]);
@@ -118,6 +125,8 @@ export class ConsumerEngine implements ProcessorHost {
   /** Seeks waiting for the loop to run them between two consume calls. */
   private readonly pendingSeeks: {
     key: string;
+    /** The stream the seek was called for; it applies to that assignment only. */
+    owner: PartitionControl;
     tp: TopicPartition;
     offset: number;
     position: StartPosition;
@@ -142,6 +151,8 @@ export class ConsumerEngine implements ProcessorHost {
   /** Current controls by partition: active ones and ones being revoked. */
   private readonly owned = new Map<string, PartitionControl>();
   private readonly rebalanceTasks = new Set<Promise<void>>();
+  /** Revokes being drained and committed (close waits for them before leaving the group). */
+  private revokesInFlight = 0;
   private suspectLost: string | undefined;
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
@@ -149,6 +160,9 @@ export class ConsumerEngine implements ProcessorHost {
   private loopDone: Promise<void> | undefined;
   private startPromise: Promise<void> | undefined;
   private closePromise: Promise<void> | undefined;
+  /** Set once close() started: when it must be done by, and since when. */
+  private closeDeadline: number | undefined;
+  private closeStartedAt = 0;
   private failure: Error | undefined;
   /** The error behind librdkafka's ERR__FATAL, from its FATAL log line. */
   private fatalCause: number | undefined;
@@ -200,6 +214,7 @@ export class ConsumerEngine implements ProcessorHost {
       factory,
       (err) => this.onConsumeError(err),
     );
+    this.client.onAnswered = () => this.notifyChanged();
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
     this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
     this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
@@ -385,6 +400,8 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private onAck = (control: PartitionControl): void => {
+    // A stream a seek replaced is forgotten once its aborted handlers finished.
+    if (this.retired.size > 0 && control.isDrained) this.retired.delete(control);
     if (
       control.paused &&
       control.ledger.window <= this.resumeAtMessages &&
@@ -449,24 +466,47 @@ export class ConsumerEngine implements ProcessorHost {
       if (!control.active) continue;
       const offset = control.ledger.committable();
       if (offset === undefined) continue;
-      if (offset !== control.lastCommitted) batch.push({ control, offset });
-      else if (this.store && control.lastCommitted !== undefined)
-        remembered.push({ control, offset });
+      if (offset === control.lastCommitted) {
+        if (this.store && control.lastCommitted !== undefined) remembered.push({ control, offset });
+        continue;
+      }
+      if (!this.client.canCommit(control.topic, control.partition, offset)) {
+        // An earlier commit of this partition is unanswered (it timed out here): librdkafka may
+        // still send it, and if it landed after this one the offset would move backwards.
+        this.partitionLogger(control).debug(
+          { offset, unanswered: this.client.unanswered(control.topic, control.partition) },
+          'periodic commit held back until an earlier commit of the partition is answered',
+        );
+        continue;
+      }
+      batch.push({ control, offset });
     }
     if (batch.length === 0 && remembered.length === 0) return;
-    const offsets = batch.map(({ control, offset }) => ({
-      topic: control.topic,
-      partition: control.partition,
-      offset,
-    }));
+    let offsets: TopicPartitionOffset[] = [];
+    let sent: { control: PartitionControl; offset: number }[] = [];
     const sentAt = Date.now();
     this.commitInFlight = this.saveMemories([...batch, ...remembered])
-      .then(() => this.client.commit(offsets))
+      .then(() => {
+        // Decided again now that the memory is written: a partition revoked meanwhile gets its
+        // final commit from the revoke protocol, and nothing may be committed for it after that.
+        sent = batch.filter(
+          ({ control, offset }) =>
+            control.active &&
+            this.owned.get(control.key) === control &&
+            this.client.canCommit(control.topic, control.partition, offset),
+        );
+        offsets = sent.map(({ control, offset }) => ({
+          topic: control.topic,
+          partition: control.partition,
+          offset,
+        }));
+        return this.client.commit(offsets);
+      })
       .then(() => {
         if (offsets.length === 0) return; // only a memory was written
         this.lastProgressAt = Date.now();
         this.observer.commit('periodic', offsets, Date.now() - sentAt);
-        for (const { control, offset } of batch) {
+        for (const { control, offset } of sent) {
           if (control.lastCommitted === undefined || offset > control.lastCommitted) {
             control.lastCommitted = offset;
           }
@@ -559,9 +599,12 @@ export class ConsumerEngine implements ProcessorHost {
       })
       .then((starts) => {
         if (this.pendingAssign === pending) this.pendingAssign = undefined;
-        if (pending.applied) return; // answered already, without start offsets (see answerPendingAssign)
-        pending.applied = true;
-        this.applyAssign(generation, partitions, starts);
+        // Answered already, without start offsets (see answerPendingAssign), or not.
+        if (!pending.applied) {
+          pending.applied = true;
+          this.applyAssign(generation, partitions, starts);
+        }
+        // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
           this.logger.error({ err: hookFailure }, 'the onAssign hook failed: closing');
           this.failWith(hookFailure);
@@ -872,7 +915,10 @@ export class ConsumerEngine implements ProcessorHost {
       if (running.length > 0) this.client.raw.resume(running);
       if (held.length > 0) this.client.raw.pause(held);
     } catch (err) {
-      this.logger.debug({ err }, 'pause/resume of new partitions failed');
+      this.logger.warn(
+        { err, running, held },
+        'pause/resume of newly assigned partitions failed: a partition paused by the application may be fetched, or one left paused by librdkafka may not be, until the next pause()/resume() or rebalance',
+      );
     }
     this.logger.info(
       { generation, protocol, partitions, starts: Object.fromEntries(starts) },
@@ -926,6 +972,15 @@ export class ConsumerEngine implements ProcessorHost {
     this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
     this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
     for (const c of controls) c.end();
+    // Ask librdkafka at once whether this revoke is a loss (fenced by a heartbeat, the session
+    // expired): then others may own these partitions already, and draining would only redo
+    // their work. The answer is local and comes with the next consume call.
+    const lostProbe = this.client.probeAssignmentLost(
+      Math.max(
+        1,
+        Math.min(this.settings.commitTimeoutMs, Math.floor(this.settings.drainTimeoutMs / 4)),
+      ),
+    );
     const task = this.revoke(
       partitions,
       controls,
@@ -934,15 +989,18 @@ export class ConsumerEngine implements ProcessorHost {
       startedAt,
       inFlight,
       handedOver,
+      lostProbe,
     )
       .catch((err: unknown) => {
         this.logger.error({ err, generation }, 'revoke failed');
         this.failWith(err instanceof Error ? err : new Error(String(err)));
       })
       .finally(() => {
+        this.revokesInFlight -= 1;
         this.rebalanceTasks.delete(task);
         this.notifyChanged();
       });
+    this.revokesInFlight += 1;
     this.rebalanceTasks.add(task);
   }
 
@@ -954,18 +1012,59 @@ export class ConsumerEngine implements ProcessorHost {
     generation: number,
     startedAt: number,
     inFlight: number,
-    handedOver = true,
+    handedOver: boolean,
+    lostProbe: Promise<boolean | undefined>,
   ): Promise<void> {
+    let lostByProbe = false;
+    void lostProbe.then((answer) => {
+      if (answer !== true) return;
+      lostByProbe = true;
+      // Abort the handlers now: their work no longer counts, and nothing will be committed.
+      for (const c of controls) c.fence('partition lost: librdkafka reports the assignment lost');
+      this.notifyChanged();
+    });
     const total = this.settings.drainTimeoutMs;
     const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
-    const deadline = startedAt + total;
-    const drainDeadline = deadline - commitReserve;
-
-    // Streams replaced by a seek of these partitions still running aborted handlers count too.
-    const drained = await this.waitUntil(
-      () => controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0,
-      drainDeadline,
-    );
+    // The revoke deadline is tied to max.poll.interval.ms; a close() that has to finish sooner
+    // (closeTimeoutMs, a SIGTERM grace period) brings it forward, so the final commit still
+    // happens before the consumer disconnects.
+    let deadline = startedAt + total;
+    const isDrained = (): boolean =>
+      controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0;
+    let drained = false;
+    for (;;) {
+      deadline = Math.min(startedAt + total, this.revokeDeadlineWhileClosing());
+      const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
+      const closingSince = this.closeDeadline;
+      // Streams replaced by a seek of these partitions still running aborted handlers count too.
+      drained = await this.waitUntil(
+        () => isDrained() || lostByProbe || this.closeDeadline !== closingSince,
+        deadline - commitShare,
+      );
+      drained = isDrained();
+      if (drained || lostByProbe || this.closeDeadline === closingSince) break;
+    }
+    // The answer normally came long before the drain ended; wait for it a little if not (it is
+    // served by the next consume call).
+    if (!lostByProbe)
+      await this.within(
+        lostProbe.then(() => undefined),
+        Math.min(200, deadline - Date.now()),
+      );
+    if (lostByProbe) {
+      this.logger.warn(
+        { generation, partitions, inFlight, waitedMs: Date.now() - startedAt },
+        'librdkafka reports the assignment lost (this member was fenced or its session expired): handlers aborted, nothing committed',
+      );
+      this.lose(
+        partitions,
+        controls,
+        protocol,
+        generation,
+        'assignment lost (fenced by the group coordinator, or the session expired)',
+      );
+      return;
+    }
     const stragglers = controls.filter((c) => !c.isDrained);
     const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
     const stuck = stragglers.map((c) => c.describe());
@@ -1080,6 +1179,14 @@ export class ConsumerEngine implements ProcessorHost {
     }
   }
 
+  /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
+  private revokeDeadlineWhileClosing(): number {
+    if (this.closeDeadline === undefined) return Number.POSITIVE_INFINITY;
+    // Leave time to unsubscribe, leave the group and disconnect after the revoke.
+    const total = this.closeDeadline - this.closeStartedAt;
+    return this.closeDeadline - Math.min(2500, Math.floor(total / 5));
+  }
+
   /** Under cooperative rebalancing after a newer generation: is the partition still assigned? */
   private stillAssigned(control: PartitionControl): boolean {
     if (this.protocol() !== 'COOPERATIVE') return true;
@@ -1115,8 +1222,45 @@ export class ConsumerEngine implements ProcessorHost {
         toCommit.push({ control: c, offset });
       }
     }
-    // The memory of work finished out of order goes first (confirmed), then the commit.
-    await this.saveMemories([...toCommit, ...unchanged]);
+    // The memory of work finished out of order goes first (confirmed), then the commit. Its write
+    // may take at most half of what is left: a memory landing after the commit is still true (the
+    // next owner applies it only while the committed offset equals its base).
+    const memoryWritten = await this.within(
+      this.saveMemories([...toCommit, ...unchanged]),
+      Math.floor((deadline - Date.now()) / 2),
+    );
+    if (!memoryWritten) {
+      this.logger.warn(
+        { partitions: list(controls) },
+        'the completed-offset memory write did not finish in time: committing without waiting for it (if it is lost, the next owner redoes work finished out of order: duplicates)',
+      );
+    }
+    // An earlier commit of a partition that librdkafka has not answered (one that timed out here)
+    // could land after this one and move the offset backwards: wait for its answer first.
+    const overtakable = (): { control: PartitionControl; offset: number }[] =>
+      toCommit.filter(
+        ({ control, offset }) => !this.client.canCommit(control.topic, control.partition, offset),
+      );
+    if (overtakable().length > 0) {
+      await this.waitUntil(() => overtakable().length === 0, deadline - 100);
+      for (const entry of overtakable()) {
+        const { control, offset } = entry;
+        const earlier = this.client.unanswered(control.topic, control.partition);
+        const reason = `an earlier commit of offset ${earlier.join(', ')} is still unanswered; committing ${offset} now could be overtaken by it`;
+        this.partitionLogger(control).warn(
+          { offset, unanswered: earlier },
+          'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
+        );
+        results.set(control, {
+          topic: control.topic,
+          partition: control.partition,
+          status: 'failed',
+          offset,
+          reason,
+        });
+        toCommit.splice(toCommit.indexOf(entry), 1);
+      }
+    }
     let attempt = 0;
     while (toCommit.length > 0) {
       attempt += 1;
@@ -1303,11 +1447,16 @@ export class ConsumerEngine implements ProcessorHost {
       throw notOwned('this consumer does not own it right now');
     }
     const offset = await this.resolvePosition(tp, position);
+    // The seek belongs to the assignment it was called for: if the partition was revoked (and
+    // perhaps assigned again) while its position was looked up, it is not applied to a newer one.
+    if (this.owned.get(key) !== owner || !owner.active || this.state.kind !== 'running') {
+      throw notOwned('it was revoked while its position was looked up');
+    }
     // The native seek runs between two consume calls (see the loop): librdkafka then bumps the
     // partition's version and resets its position, so every later consume call returns only
     // records of the new position — no stale record can reach the new stream.
     await new Promise<void>((resolve, reject) => {
-      this.pendingSeeks.push({ key, tp, offset, position, resolve, reject, notOwned });
+      this.pendingSeeks.push({ key, owner, tp, offset, position, resolve, reject, notOwned });
       this.notifyChanged();
     });
     return offset;
@@ -1317,25 +1466,35 @@ export class ConsumerEngine implements ProcessorHost {
   private async applySeeks(): Promise<void> {
     const seeks = this.pendingSeeks.splice(0);
     for (const s of seeks) {
-      const old = this.owned.get(s.key);
-      if (old === undefined || !old.active || this.state.kind !== 'running') {
+      const old = s.owner;
+      if (this.owned.get(s.key) !== old || !old.active || this.state.kind !== 'running') {
         s.reject(s.notOwned('it was revoked before the seek could be applied'));
         continue;
       }
       try {
+        // Timeout 0: librdkafka bumps the partition's version barrier and queues the seek before
+        // the call returns, so once it succeeds the seek is certain to apply (a timed wait could
+        // report a timeout for a seek that still happens). Only local errors (partition not
+        // assigned) fail it, and then nothing changed.
         await this.client.seek(
           { topic: s.tp.topic, partition: s.tp.partition, offset: s.offset },
-          this.settings.commitTimeoutMs,
+          0,
         );
       } catch (err) {
         // Nothing changed: the old stream goes on from where it was.
         s.reject(err instanceof Error ? err : new Error(String(err)));
         continue;
       }
+      // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.
       if (this.owned.get(s.key) !== old || !old.active) {
-        s.reject(s.notOwned('it was revoked while the seek was applied'));
+        s.reject(
+          s.notOwned(
+            'it was revoked or the consumer closed while the seek was applied; its stream drains from where it was',
+          ),
+        );
         continue;
       }
+
       old.fence(`seek to ${s.offset}`);
       this.retire(old);
       const control = new PartitionControl(
@@ -1727,15 +1886,20 @@ export class ConsumerEngine implements ProcessorHost {
   // ---------------------------------------------------------------------------------------------
   // Close
 
-  /** Graceful shutdown, bounded by `closeTimeoutMs`. Idempotent. */
-  close(): Promise<void> {
-    this.closePromise ??= this.doClose();
+  /** Graceful shutdown, bounded by `timeoutMs` (default `closeTimeoutMs`). Idempotent. */
+  close(timeoutMs: number = this.settings.closeTimeoutMs): Promise<void> {
+    this.closePromise ??= this.doClose(timeoutMs);
     return this.closePromise;
   }
 
-  private async doClose(): Promise<void> {
+  private async doClose(timeoutMs: number): Promise<void> {
     const startedAt = Date.now();
-    const deadline = startedAt + this.settings.closeTimeoutMs;
+    const deadline = startedAt + timeoutMs;
+    this.closeStartedAt = startedAt;
+    this.closeDeadline = deadline;
+    this.notifyChanged(); // revokes in flight shorten their deadline to fit
+    // Partitions must be released by then; what is left is for unsubscribing and disconnecting.
+    const releaseBy = deadline - Math.min(2000, Math.floor(timeoutMs / 10));
     if (this.state.kind === 'idle') {
       this.state = { kind: 'closed' };
       this.finish();
@@ -1755,9 +1919,26 @@ export class ConsumerEngine implements ProcessorHost {
     this.logger.info({ partitions: this.owned.size }, 'closing');
     // An assignment still waiting for its start offsets is answered now (then revoked below).
     this.answerPendingAssign('the consumer is closing');
-    const active = [...this.owned.values()].filter((c) => c.active);
     // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
     for (const c of this.owned.values()) c.end();
+    // Leave the group only once every revoke in flight has drained, committed (confirmed) and
+    // unassigned: a member that leaves first has its final commits refused (UNKNOWN_MEMBER_ID
+    // under KIP-848) and the next owners redo that work. The consume loop keeps polling meanwhile.
+    if (this.revokesInFlight > 0) {
+      this.logger.info(
+        { revokes: this.revokesInFlight },
+        'closing: waiting for the revoke in flight to finish before leaving the group',
+      );
+      const settled = await this.waitUntil(() => this.revokesInFlight === 0, releaseBy);
+      if (!settled) {
+        this.logger.warn(
+          'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
+        );
+      }
+      // An assignment that arrived meanwhile ended at once (closing); answer a pending one now.
+      this.answerPendingAssign('the consumer is closing');
+    }
+    const active = [...this.owned.values()].filter((c) => c.state === 'ending' || c.active);
     if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
       // librdkafka sends a LeaveGroup on unsubscribe() even for a static member (it skips it only
       // inside its own close), and the group would rebalance. Revoke locally instead, through
@@ -1784,7 +1965,7 @@ export class ConsumerEngine implements ProcessorHost {
           this.rebalanceTasks.size === 0 &&
           this.assignmentEmpty() &&
           [...this.retired].every((c) => c.isDrained),
-        deadline - 2000,
+        releaseBy,
         50,
       );
       if (!released) {
@@ -1852,6 +2033,21 @@ export class ConsumerEngine implements ProcessorHost {
       };
       this.changed.add(check);
     });
+  }
+
+  /** Whether `promise` settled within `ms` (its outcome is left to it). */
+  private async within(promise: Promise<void>, ms: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        promise.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), Math.max(0, ms));
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {

@@ -9,6 +9,9 @@ export class FairLimiter {
   private active = 0;
   private queue: (() => void)[] = [];
   private head = 0;
+  /** Slots released while {@link release} is already running, served by its loop. */
+  private freed = 0;
+  private releasing = false;
 
   constructor(private readonly max: number) {}
 
@@ -86,18 +89,34 @@ export class FairLimiter {
     return this.queue.length - this.head;
   }
 
+  /**
+   * Frees a slot: hands it to the next waiter, or returns it. Iterative, not recursive: a waiter
+   * that was cancelled, or a task that completes synchronously, releases again from inside `next()`;
+   * that release is only counted here and served by the loop below, so skipping thousands of
+   * cancelled waiters at once (a revoke, a close) never grows the stack.
+   */
   private release(): void {
-    if (this.head < this.queue.length) {
-      const next = this.queue[this.head];
-      this.queue[this.head] = undefined as unknown as () => void;
-      this.head += 1;
-      if (this.head > 1024 && this.head * 2 > this.queue.length) {
-        this.queue = this.queue.slice(this.head);
-        this.head = 0;
+    this.freed += 1;
+    if (this.releasing) return;
+    this.releasing = true;
+    try {
+      while (this.freed > 0) {
+        this.freed -= 1;
+        if (this.head < this.queue.length) {
+          const next = this.queue[this.head];
+          this.queue[this.head] = undefined as unknown as () => void;
+          this.head += 1;
+          if (this.head > 1024 && this.head * 2 > this.queue.length) {
+            this.queue = this.queue.slice(this.head);
+            this.head = 0;
+          }
+          next?.();
+        } else {
+          this.active -= 1;
+        }
       }
-      next?.();
-    } else {
-      this.active -= 1;
+    } finally {
+      this.releasing = false;
     }
   }
 }

@@ -124,7 +124,13 @@ export class PartitionControl implements PartitionStream {
   }
 
   ack(message: KafkaMessage): void {
-    if (message.generation !== this.generation || message.partition !== this.partition) return;
+    if (
+      message.generation !== this.generation ||
+      message.partition !== this.partition ||
+      message.topic !== this.topic
+    ) {
+      return; // another stream's message (a wrong `acknowledge()`): it must not count here
+    }
     if (this.state_ === 'fenced' || this.state_ === 'released') return;
     if (!this.ledger.complete(message.offset)) return;
     this.bufferedBytes -= message.size;

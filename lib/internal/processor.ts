@@ -201,14 +201,14 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         retry({
           count: this.options.retry.count,
           delay: (err: unknown, retryCount: number) =>
-            this.retryDelay(partition, first, err, retryCount, () => (abandoned = true)),
+            this.retryDelay(first, err, retryCount, () => (abandoned = true)),
         }),
         map(succeed),
         catchError((err: unknown) => {
           if (abandoned) {
             this.logger.info(
               { ...coordinatesOf(first), messages: good.length, attempts, err },
-              'retry abandoned: the partition is being revoked; the message stays uncommitted and its next owner runs it',
+              'retry abandoned: the partition was lost, its drain deadline passed or a seek replaced it; the message stays uncommitted and its next owner runs it',
             );
             return EMPTY;
           }
@@ -287,15 +287,20 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     };
   }
 
-  /** The wait before retry `n`, cut short (and the retry abandoned) if the partition ends. */
+  /**
+   * The wait before retry `n`. A revoke or a close does not cut it short: the message is still
+   * this member's work until its partition is released, so it keeps retrying within the drain
+   * deadline (abandoning it would make the next owner redo what finished above it). The retry is
+   * abandoned only when the message's signal aborts: the partition was lost, its drain deadline
+   * passed, or a seek replaced its stream.
+   */
   private retryDelay(
-    partition: PartitionControl,
     message: KafkaMessage,
     err: unknown,
     n: number,
     abandon: () => void,
   ): Observable<unknown> {
-    if (!partition.active || message.signal.aborted) {
+    if (message.signal.aborted) {
       abandon();
       return new Observable((subscriber) => subscriber.error(err));
     }
@@ -315,8 +320,8 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       at: Date.now(),
     });
     return new Observable((subscriber) => {
-      const ended = partition.ended;
-      const onEnd = (): void => {
+      const signal = message.signal;
+      const onAbort = (): void => {
         abandon();
         subscriber.error(err);
       };
@@ -324,10 +329,10 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         subscriber.next(0);
         subscriber.complete();
       }, delayMs);
-      ended.addEventListener('abort', onEnd, { once: true });
+      signal.addEventListener('abort', onAbort, { once: true });
       return () => {
         clearTimeout(timer);
-        ended.removeEventListener('abort', onEnd);
+        signal.removeEventListener('abort', onAbort);
       };
     });
   }

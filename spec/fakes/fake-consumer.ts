@@ -30,6 +30,8 @@ export interface FakeOptions {
   commitResult?: (offsets: TopicPartitionOffset[]) => number | undefined;
   /** Consume calls before a commit result is delivered. @default 1 */
   commitLatencyPolls?: number;
+  /** Per commit: consume calls before its result is delivered (overrides `commitLatencyPolls`). */
+  commitPolls?: (offsets: TopicPartitionOffset[]) => number | undefined;
   connectError?: string;
   /** Makes seek() fail with this message. */
   seekError?: string;
@@ -98,8 +100,22 @@ export class FakeConsumer extends EventEmitter {
     );
   }
 
-  /** Fires a REVOKE rebalance callback; consume() returns nothing until the app unassigns. */
-  rebalanceRevoke(partitions: { topic: string; partition: number }[]): void {
+  /**
+   * Set by a revoke of a lost assignment (librdkafka's `rd_kafka_assignment_lost()`: fenced by a
+   * heartbeat, session timed out); cleared by the next (un)assign call, as librdkafka does.
+   */
+  assignmentLost = false;
+
+  /**
+   * Fires a REVOKE rebalance callback; consume() returns nothing until the app unassigns. With
+   * `lost`, the assignment is lost (the callback looks the same; only `commit()` of the current
+   * assignment tells: ERR__ASSIGNMENT_LOST).
+   */
+  rebalanceRevoke(
+    partitions: { topic: string; partition: number }[],
+    options: { lost?: boolean } = {},
+  ): void {
+    this.assignmentLost = options.lost === true;
     this.revokePending = true;
     this.rebalanceCb(
       { code: E.ERR__REVOKE_PARTITIONS, message: 'revoke' },
@@ -247,12 +263,27 @@ export class FakeConsumer extends EventEmitter {
     }, delay);
   }
 
-  commit(offsets: TopicPartitionOffset | TopicPartitionOffset[]): this {
+  commit(offsets?: TopicPartitionOffset | TopicPartitionOffset[] | null): this {
+    if (offsets === undefined || offsets === null) {
+      // A commit of the current assignment: the library stores no offsets, so librdkafka answers
+      // locally — ERR__ASSIGNMENT_LOST when the assignment is lost, else ERR__NO_OFFSET.
+      const lost = this.assignmentLost && this.assignment.length > 0;
+      this.pendingResults.push({
+        polls: 1,
+        err: lost ? E.ERR__ASSIGNMENT_LOST : E.ERR__NO_OFFSET,
+        offsets: lost
+          ? []
+          : this.assignment.map(
+              (a) => ({ topic: a.topic, partition: a.partition }) as TopicPartitionOffset,
+            ),
+      });
+      return this;
+    }
     const list = Array.isArray(offsets) ? offsets : [offsets];
     this.calls.push({ op: 'commit', offsets: list.map((o) => `${key(o)}@${o.offset}`) });
     const err = this.options.commitResult?.(list);
     this.pendingResults.push({
-      polls: this.options.commitLatencyPolls ?? 1,
+      polls: this.options.commitPolls?.(list) ?? this.options.commitLatencyPolls ?? 1,
       err,
       offsets: list.map((o) => ({ ...o })),
     });
@@ -278,6 +309,7 @@ export class FakeConsumer extends EventEmitter {
     this.calls.push({ op: 'assign', partitions: partitions.map(key) });
     this.setAssignment(partitions.map((p) => ({ ...p })));
     this.revokePending = false;
+    this.assignmentLost = false;
     return this;
   }
 
@@ -286,6 +318,7 @@ export class FakeConsumer extends EventEmitter {
     this.calls.push({ op: 'unassign' });
     this.setAssignment([]);
     this.revokePending = false;
+    this.assignmentLost = false;
     return this;
   }
 
@@ -295,6 +328,7 @@ export class FakeConsumer extends EventEmitter {
     this.calls.push({ op: 'incrementalAssign', partitions: partitions.map(key) });
     this.setAssignment([...this.assignment, ...partitions.map((p) => ({ ...p }))]);
     this.revokePending = false;
+    this.assignmentLost = false;
     return this;
   }
 
@@ -316,6 +350,7 @@ export class FakeConsumer extends EventEmitter {
     const gone = new Set(partitions.map(key));
     this.setAssignment(this.assignment.filter((a) => !gone.has(key(a))));
     this.revokePending = false;
+    this.assignmentLost = false;
     return this;
   }
 
