@@ -90,6 +90,7 @@ describe('ordering and completed-offset memory (real broker)', function () {
       const first = consumer('first', {
         config: { 'group.id': groupId },
         topics: [topic],
+        drainTimeoutMs: 1500,
         ...memory,
       });
       const done = new Set<number>();
@@ -117,9 +118,12 @@ describe('ordering and completed-offset memory (real broker)', function () {
         what: 'the commit held at the hung record',
       });
       await new Promise((r) => setTimeout(r, 500)); // a few commit intervals for the memory write
-      sub1.unsubscribe(); // closes without the hung record: its revoke waits, then the deadline…
-      hang();
+      // The first owner goes away without the hung record: its close-time revoke waits for it
+      // until the drain deadline, then commits only what is contiguous (offset 0 stays
+      // uncommitted), as a crash right after the last commit would.
+      sub1.unsubscribe();
       await first.close();
+      hang();
       const committedAfterFirst = (await committedOffsets(groupId, topic, 1))[0] ?? 0;
 
       const second = consumer('second', {

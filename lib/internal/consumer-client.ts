@@ -233,6 +233,11 @@ export class ConsumerClient {
     if (i >= 0) this.pendingProbes.splice(i, 1);
   }
 
+  /** Commits librdkafka has not answered yet, including ones whose wait timed out here. */
+  get unansweredCount(): number {
+    return this.pendingCommits.length;
+  }
+
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
@@ -316,21 +321,23 @@ export class ConsumerClient {
     // assignment with nothing stored); every commit the library sends has valid offsets.
     if (
       this.pendingProbes.length > 0 &&
+      (err?.code === Code.ASSIGNMENT_LOST || err?.code === Code.NO_OFFSET) &&
       offsets.every((o) => !(typeof o.offset === 'number' && o.offset >= 0))
     ) {
       const probe = this.pendingProbes.shift() as PendingProbe;
       clearTimeout(probe.timer);
       const code = err?.code;
-      probe.resolve(
-        code === Code.ASSIGNMENT_LOST ? true : code === Code.NO_OFFSET ? false : undefined,
-      );
+      probe.resolve(code === Code.ASSIGNMENT_LOST);
       return;
     }
     const got = new Map<string, number>();
     for (const o of offsets) got.set(tpKey(o.topic, o.partition), o.offset);
-    const index = this.pendingCommits.findIndex((p) =>
-      p.offsets.every((o) => got.get(tpKey(o.topic, o.partition)) === o.offset),
-    );
+    // The same commit sent again (a retry) matches exactly; a commit of a subset only when no
+    // exact one is pending.
+    const matches = (p: PendingCommit): boolean =>
+      p.offsets.every((o) => got.get(tpKey(o.topic, o.partition)) === o.offset);
+    let index = this.pendingCommits.findIndex((p) => p.offsets.length === got.size && matches(p));
+    if (index < 0) index = this.pendingCommits.findIndex(matches);
     if (index < 0) {
       this.logger.debug({ err, offsets }, 'commit result matches no pending commit');
       return;
@@ -339,10 +346,17 @@ export class ConsumerClient {
     if (!pending) return;
     clearTimeout(pending.timer);
     if (pending.timedOut) {
-      this.logger.info(
-        { err, offsets },
-        'late answer to a commit that had timed out (it was not counted as committed)',
-      );
+      if (err && err.code !== Code.NO_OFFSET) {
+        this.logger.info({ err, offsets }, 'late answer to a commit that had timed out: refused');
+      } else {
+        // librdkafka cannot cancel a commit: one that timed out here was applied after all. If
+        // the partition changed hands meanwhile and its new owner committed further, the group's
+        // offset just moved back to this one until that owner commits again.
+        this.logger.warn(
+          { offsets: pending.offsets },
+          'a commit that had timed out was applied late by the broker (it was not counted as committed); if the partition has a new owner that committed further, the group offset moved back until its next commit (duplicates if it stops before then)',
+        );
+      }
       this.onAnswered();
       return;
     }

@@ -16,13 +16,27 @@ import {
 import type { KafkaClientError } from '../errors';
 import type {
   ConsumerEvent,
-  PartitionCommitResult,
   StartPosition,
   RebalanceEvent,
   RebalanceProtocol,
   TopicPartition,
 } from '../types';
 import { ConsumeCadence } from './consume-loop';
+import { revoke } from './revoke-protocol';
+import type { RevokeContext, RevokeHost } from './revoke-protocol';
+import { FlowControl } from './flow-control';
+import { Committer } from './committer';
+import { NO_START_CHOICES, StartPositions } from './start-positions';
+import type { StartChoices } from './start-positions';
+import {
+  assertNever,
+  classifyClientError,
+  classifyConsumeError,
+  classifyLog,
+  levelOf,
+} from './client-events';
+import type { ClientLog, OffsetReset, Verdict } from './client-events';
+import { Conditions } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
 import type { EngineObserver } from './engine-observer';
@@ -32,19 +46,10 @@ import type { FailureCounters, ProcessorHost } from './processor';
 import { KafkaCompletedStore } from './completed-store';
 import type { CompletedStore } from './completed-store';
 import { connectionSettings } from '../config';
-import type {
-  Assignment,
-  ConsumerFactory,
-  LibrdKafkaError,
-  Message,
-  TopicPartitionOffset,
-} from './rdkafka';
+import type { Assignment, ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
 import {
   Code,
-  OWNERSHIP_LOST_CODES,
-  TERMINAL_CODES,
   defaultConsumerFactory,
-  errorMessage,
   fatalCauseFromText,
   kafkaCodeOf,
   toKafkaError,
@@ -61,40 +66,6 @@ export type EngineState =
 
 const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
   tps.map((t) => ({ topic: t.topic, partition: t.partition }));
-
-/** Commit errors worth retrying while the revoke deadline allows. */
-const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
-  Code.COORDINATOR_NOT_AVAILABLE,
-  Code.NOT_COORDINATOR,
-  Code.TIMED_OUT,
-  Code.TRANSPORT,
-  Code.ALL_BROKERS_DOWN,
-  Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
-  Code.WAIT_COORD, // no coordinator for session.timeout.ms (a coordinator failover)
-  14, // COORDINATOR_LOAD_IN_PROGRESS
-  7, // REQUEST_TIMED_OUT
-]);
-
-/**
- * librdkafka log facilities announcing that this member left or was dropped from the group:
- * max.poll.interval.ms exceeded, and the classic session timeout.
- */
-const LOST_LOG_FACILITIES: ReadonlySet<string> = new Set(['MAXPOLL', 'SESSTMOUT']);
-
-/** Codes meaning the cluster refused the client's credentials. */
-const AUTH_CODES: ReadonlySet<number> = new Set([
-  Code.AUTHENTICATION,
-  Code.SASL_AUTHENTICATION_FAILED,
-]);
-
-/**
- * librdkafka's warning (facility OFFSET) when an error forces an offset reset, e.g.
- * `orders [3]: offset reset (at offset 42 (leader epoch 0), broker 1) to offset BEGINNING (leader
- * epoch -1): fetch failed due to requested offset not available on the broker: Broker: Offset out of range`,
- * or `... to cached BEGINNING offset offset 120 (leader epoch -1): ...`.
- */
-const OFFSET_RESET_LOG =
-  /(\S+) \[(\d+)\]: offset reset \(at offset (\S+) \(leader epoch -?\d+\), broker -?\d+\) to (?:cached (\w+) offset )?offset (\S+) \(leader epoch -?\d+\): (.*)$/;
 
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
@@ -116,12 +87,9 @@ export class ConsumerEngine implements ProcessorHost {
   /** Topics currently reported unavailable (to warn once per topic, not once per poll). */
   private readonly unavailableTopics = new Set<string>();
   private topicCheckInFlight = false;
-  /** Partitions the user paused (kept across rebalances), and whether new ones start paused. */
-  private readonly userPaused = new Set<string>();
-  private userPausedAll = false;
   /** An assignment whose start offsets are being looked up (librdkafka waits for its assign call). */
   private pendingAssign:
-    { generation: number; partitions: TopicPartition[]; applied: boolean } | undefined;
+    { generation: number; readonly partitions: TopicPartition[]; applied: boolean } | undefined;
   /** Seeks waiting for the loop to run them between two consume calls. */
   private readonly pendingSeeks: {
     key: string;
@@ -138,13 +106,15 @@ export class ConsumerEngine implements ProcessorHost {
   private readonly retired = new Set<PartitionControl>();
   /** Completed-offset memory (`rememberCompleted`). */
   private readonly store: CompletedStore | undefined;
-  /** Memories loaded for the assignment being applied, by partition. */
-  private readonly loadedMemories = new Map<string, readonly number[]>();
   /** Messages skipped because a previous owner had finished them. */
   redoneAvoided = 0;
   /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
   readonly partitionStreams = new Subject<PartitionControl>();
   readonly client: ConsumerClient;
+  private readonly startPositions: StartPositions;
+  private readonly committer: Committer;
+  /** What the revoke protocol (revoke-protocol.ts) may ask of the engine. */
+  private readonly revokeHost: RevokeHost;
 
   private state: EngineState = { kind: 'idle' };
   private generation = 0;
@@ -153,9 +123,9 @@ export class ConsumerEngine implements ProcessorHost {
   private readonly rebalanceTasks = new Set<Promise<void>>();
   /** Revokes being drained and committed (close waits for them before leaving the group). */
   private revokesInFlight = 0;
+  /** Partitions whose revoke is in flight. */
+  private readonly revoking = new Set<string>();
   private suspectLost: string | undefined;
-  private commitInFlight: Promise<void> | undefined;
-  private lastCommitAt = 0;
   private looping = false;
   private loopDone: Promise<void> | undefined;
   private startPromise: Promise<void> | undefined;
@@ -169,9 +139,8 @@ export class ConsumerEngine implements ProcessorHost {
   private fatalPending = false;
   private disconnecting = false;
   private readonly cadence: ConsumeCadence;
-  private readonly changed = new Set<() => void>();
-  private readonly resumeAtMessages: number;
-  private readonly resumeAtBytes: number;
+  private readonly conditions = new Conditions();
+  private readonly flow: FlowControl;
   /** Time of the last completed consume call (ms since the epoch). */
   lastPollAt = 0;
   /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
@@ -215,9 +184,39 @@ export class ConsumerEngine implements ProcessorHost {
       (err) => this.onConsumeError(err),
     );
     this.client.onAnswered = () => this.notifyChanged();
+    this.startPositions = new StartPositions(this.client, settings, logger, this.store);
+    this.committer = new Committer(this.client, settings, logger, this.store, {
+      progressed: () => (this.lastProgressAt = Date.now()),
+      changed: () => this.notifyChanged(),
+      until: (condition, deadline) => this.waitUntil(condition, deadline),
+      hopeless: () => this.failure instanceof AuthenticationError,
+      observer: () => this.observer,
+      partitionLogger: (control) => this.partitionLogger(control),
+    });
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
-    this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
-    this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
+    this.flow = new FlowControl(this.client, settings, logger, {
+      controllable: (c) => !this.disconnecting && this.owned.get(c.key) === c,
+      running: () => this.state.kind === 'running',
+      owner: (key) => this.owned.get(key),
+      owned: () => this.owned.values(),
+      partitionLogger: (c) => this.partitionLogger(c),
+    });
+    this.revokeHost = {
+      settings,
+      logger,
+      committer: this.committer,
+      flow: this.flow,
+      closingBy: () => this.revokeDeadlineWhileClosing(),
+      until: (condition, deadline) => this.waitUntil(condition, deadline),
+      changed: () => this.notifyChanged(),
+      retiredOf: (partitions) => this.retiredOf(partitions),
+      stillOwned: (c) => this.owned.get(c.key) === c && this.stillAssigned(c),
+      emit: (event) => this.emit(event),
+      lose: (ctx, reason) => this.lose(ctx, reason),
+      unassign: (partitions, protocol, generation) =>
+        this.unassign(partitions, protocol, generation),
+      forget: (controls) => this.forget(controls),
+    };
     const raw = this.client.raw;
     raw.on('event.error', (err: LibrdKafkaError) => this.onClientError(err));
     raw.on('event.log', (log: { severity: number; fac: string; message: string }) =>
@@ -323,7 +322,8 @@ export class ConsumerEngine implements ProcessorHost {
         this.dispatch(batch);
       }
       this.notePositions();
-      this.maybeCommit();
+      if (!this.disconnecting)
+        this.committer.maybeCommit(this.owned.values(), (c) => this.owned.get(c.key) === c);
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
   }
@@ -365,13 +365,7 @@ export class ConsumerEngine implements ProcessorHost {
       }
       control.push(toKafkaMessage(m, control.generation, control.signal));
       this.observer.received(m.topic, m.partition);
-      if (
-        !control.paused &&
-        (control.ledger.window >= this.settings.maxBufferedMessages ||
-          control.bufferedBytes >= this.settings.maxBufferedBytes)
-      ) {
-        this.setPaused(control, true);
-      }
+      this.flow.afterPush(control);
     }
   }
 
@@ -402,38 +396,9 @@ export class ConsumerEngine implements ProcessorHost {
   private onAck = (control: PartitionControl): void => {
     // A stream a seek replaced is forgotten once its aborted handlers finished.
     if (this.retired.size > 0 && control.isDrained) this.retired.delete(control);
-    if (
-      control.paused &&
-      control.ledger.window <= this.resumeAtMessages &&
-      control.bufferedBytes <= this.resumeAtBytes
-    ) {
-      this.setPaused(control, false);
-    }
+    this.flow.afterAck(control);
     this.notifyChanged();
   };
-
-  private setPaused(control: PartitionControl, paused: boolean): void {
-    if (control.state === 'released' || this.disconnecting) return;
-    if (this.owned.get(control.key) !== control) return; // a newer assignment owns the partition
-    try {
-      const tp = [{ topic: control.topic, partition: control.partition }];
-      // A partition the user paused stays paused when backpressure lifts.
-      if (paused) this.client.raw.pause(tp);
-      else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
-      control.paused = paused;
-      this.partitionLogger(control).debug(
-        { buffered: control.ledger.window, bytes: control.bufferedBytes },
-        paused ? 'paused partition (buffer full)' : 'resumed partition',
-      );
-    } catch (err) {
-      this.partitionLogger(control).warn(
-        { err },
-        paused
-          ? 'pause failed: the partition keeps fetching past its buffer limits (memory grows) until the next attempt'
-          : 'resume failed: the partition stays paused until the next attempt or rebalance',
-      );
-    }
-  }
 
   /** A child logger bound to the partition's topic, partition and generation. */
   private partitionLogger(control: PartitionControl): Logger {
@@ -451,83 +416,6 @@ export class ConsumerEngine implements ProcessorHost {
 
   // ---------------------------------------------------------------------------------------------
   // Periodic commits
-
-  private maybeCommit(): void {
-    if (this.commitInFlight || this.disconnecting) return;
-    const now = Date.now();
-    if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
-    this.lastCommitAt = now;
-    const batch: { control: PartitionControl; offset: number }[] = [];
-    /** Streams whose completed-offset memory is to be written (with the offset it belongs to). */
-    const remembered: { control: PartitionControl; offset: number }[] = [];
-    for (const control of this.owned.values()) {
-      // Partitions being revoked get their final commit from the revoke protocol. A partition
-      // that delivered nothing yet commits its chosen start (onAssign, seek, reset to latest).
-      if (!control.active) continue;
-      const offset = control.ledger.committable();
-      if (offset === undefined) continue;
-      if (offset === control.lastCommitted) {
-        if (this.store && control.lastCommitted !== undefined) remembered.push({ control, offset });
-        continue;
-      }
-      if (!this.client.canCommit(control.topic, control.partition, offset)) {
-        // An earlier commit of this partition is unanswered (it timed out here): librdkafka may
-        // still send it, and if it landed after this one the offset would move backwards.
-        this.partitionLogger(control).debug(
-          { offset, unanswered: this.client.unanswered(control.topic, control.partition) },
-          'periodic commit held back until an earlier commit of the partition is answered',
-        );
-        continue;
-      }
-      batch.push({ control, offset });
-    }
-    if (batch.length === 0 && remembered.length === 0) return;
-    let offsets: TopicPartitionOffset[] = [];
-    let sent: { control: PartitionControl; offset: number }[] = [];
-    const sentAt = Date.now();
-    this.commitInFlight = this.saveMemories([...batch, ...remembered])
-      .then(() => {
-        // Decided again now that the memory is written: a partition revoked meanwhile gets its
-        // final commit from the revoke protocol, and nothing may be committed for it after that.
-        sent = batch.filter(
-          ({ control, offset }) =>
-            control.active &&
-            this.owned.get(control.key) === control &&
-            this.client.canCommit(control.topic, control.partition, offset),
-        );
-        offsets = sent.map(({ control, offset }) => ({
-          topic: control.topic,
-          partition: control.partition,
-          offset,
-        }));
-        return this.client.commit(offsets);
-      })
-      .then(() => {
-        if (offsets.length === 0) return; // only a memory was written
-        this.lastProgressAt = Date.now();
-        this.observer.commit('periodic', offsets, Date.now() - sentAt);
-        for (const { control, offset } of sent) {
-          if (control.lastCommitted === undefined || offset > control.lastCommitted) {
-            control.lastCommitted = offset;
-          }
-        }
-        this.logger.debug({ offsets }, 'committed');
-      })
-      .catch((err: unknown) => {
-        this.observer.commit('periodic', offsets, Date.now() - sentAt, err);
-        // Not a sign of a lost assignment by itself: a cooperative rebalance bumps the generation
-        // and refuses commits (ILLEGAL_GENERATION) while the partitions are still ours. Only the
-        // revoke-time commit decides "lost".
-        this.logger.warn(
-          { err, offsets },
-          'periodic commit failed; it is retried at the next interval (a crash before then may cause duplicate processing)',
-        );
-      })
-      .finally(() => {
-        this.commitInFlight = undefined;
-        this.notifyChanged();
-      });
-  }
 
   // ---------------------------------------------------------------------------------------------
   // Rebalances
@@ -573,19 +461,16 @@ export class ConsumerEngine implements ProcessorHost {
     // A revoke would have consumed it; an assignment means we are a member again.
     this.suspectLost = undefined;
     const partitions = list(assignment);
-    if (
-      partitions.length === 0 ||
-      this.disconnecting ||
-      (this.settings.onAssign === undefined && !this.resetsToLatest() && !this.store)
-    ) {
-      this.applyAssign(generation, partitions, new Map());
+    if (partitions.length === 0 || this.disconnecting || !this.startPositions.needed) {
+      this.applyAssign(generation, partitions, NO_START_CHOICES);
       return;
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
     let hookFailure: Error | undefined;
     const pending = { generation, partitions, applied: false };
     this.pendingAssign = pending;
-    const task = this.boundedStartOffsets(partitions, generation)
+    const task = this.startPositions
+      .resolve(partitions, generation)
       .catch((err: unknown) => {
         if (err instanceof StartPositionError) {
           hookFailure = err;
@@ -595,14 +480,14 @@ export class ConsumerEngine implements ProcessorHost {
             'could not look up start offsets; an idle partition that moves may let the next owner skip records produced meanwhile (auto.offset.reset=latest)',
           );
         }
-        return new Map<string, number>();
+        return NO_START_CHOICES;
       })
-      .then((starts) => {
+      .then((choices) => {
         if (this.pendingAssign === pending) this.pendingAssign = undefined;
         // Answered already, without start offsets (see answerPendingAssign), or not.
         if (!pending.applied) {
           pending.applied = true;
-          this.applyAssign(generation, partitions, starts);
+          this.applyAssign(pending.generation, partitions, choices);
         }
         // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
@@ -633,219 +518,13 @@ export class ConsumerEngine implements ProcessorHost {
       { generation: pending.generation, partitions: pending.partitions, why },
       'answering an assignment before its start offsets were resolved',
     );
-    this.applyAssign(pending.generation, pending.partitions, new Map());
-  }
-
-  /**
-   * {@link startOffsets} within a deadline (librdkafka — and the whole group — waits for the assign
-   * call meanwhile). With an `onAssign` hook, any failure to honour its choices (a lookup that
-   * failed or timed out) is a {@link StartPositionError}: silently starting elsewhere could skip or
-   * repeat what the application asked for.
-   */
-  private async boundedStartOffsets(
-    partitions: TopicPartition[],
-    generation: number,
-  ): Promise<Map<string, number>> {
-    const limitMs = Math.min(this.settings.drainTimeoutMs, 2 * this.settings.commitTimeoutMs);
-    let timer: NodeJS.Timeout | undefined;
-    const hooked = this.settings.onAssign !== undefined;
-    const first = partitions[0] as TopicPartition;
-    try {
-      return await Promise.race([
-        this.startOffsets(partitions, generation),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () =>
-              reject(
-                hooked
-                  ? new StartPositionError(
-                      `Start positions were not resolved within ${limitMs} ms (onAssign hook and offset lookups)`,
-                      { topic: first.topic, partition: first.partition },
-                    )
-                  : new Error(`start offset lookup timed out after ${limitMs} ms`),
-              ),
-            limitMs,
-          );
-        }),
-      ]);
-    } catch (err) {
-      if (!hooked || err instanceof StartPositionError) throw err;
-      throw new StartPositionError(
-        `Could not resolve the start positions the onAssign hook asked for: ${errorMessage(err)}`,
-        { topic: first.topic, partition: first.partition },
-        { cause: err },
-      );
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * Start offsets to put in the assign call: the `onAssign` hook's choices, and under
-   * `auto.offset.reset=latest` (librdkafka's default) the end offset of partitions the group has
-   * no committed offset for — so that if this member processes nothing before the partition
-   * moves, committing that start keeps the next owner from resetting to a later end and skipping
-   * the records in between.
-   */
-  private async startOffsets(
-    partitions: TopicPartition[],
-    generation: number,
-  ): Promise<Map<string, number>> {
-    const starts = new Map<string, number>();
-    const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
-    if (this.store) await this.loadMemories(partitions, committed);
-    const hook = this.settings.onAssign;
-    await Promise.all(
-      partitions.map(async (tp) => {
-        const o = committed.find(
-          (x) => x.topic === tp.topic && x.partition === tp.partition,
-        )?.offset;
-        const hasCommitted = typeof o === 'number' && o >= 0;
-        let position: StartPosition | undefined;
-        if (hook) {
-          try {
-            position = await hook({
-              topic: tp.topic,
-              partition: tp.partition,
-              committed: hasCommitted ? o : undefined,
-              generation,
-            });
-          } catch (err) {
-            throw new StartPositionError(
-              `The onAssign hook failed for ${tp.topic}[${tp.partition}]: ${errorMessage(err)}`,
-              { topic: tp.topic, partition: tp.partition },
-              { cause: err },
-            );
-          }
-        }
-        if (position === undefined || position === 'committed') {
-          if (hasCommitted || !this.resetsToLatest()) return;
-          position = 'latest';
-        }
-        starts.set(tpKey(tp.topic, tp.partition), await this.resolvePosition(tp, position));
-      }),
-    );
-    return starts;
-  }
-
-  /**
-   * Loads the completed-offset memories of partitions being assigned. A memory applies only while
-   * the committed offset is the one it was written for; anything else (a failed commit after the
-   * write, offsets reset by an operator) is ignored, and the work is redone rather than skipped.
-   */
-  private async loadMemories(
-    partitions: TopicPartition[],
-    committed: { topic: string; partition: number; offset?: number }[],
-  ): Promise<void> {
-    for (const tp of partitions) this.loadedMemories.delete(tpKey(tp.topic, tp.partition));
-    let memories: Map<string, { base: number; completed: readonly number[] }>;
-    try {
-      memories = await (this.store as CompletedStore).load(partitions);
-    } catch (err) {
-      this.logger.warn(
-        { err, partitions },
-        'could not read the completed-offset memory: work finished out of order by the previous owner will be redone (duplicates)',
-      );
-      return;
-    }
-    for (const tp of partitions) {
-      const key = tpKey(tp.topic, tp.partition);
-      const memory = memories.get(key);
-      const c = committed.find((x) => x.topic === tp.topic && x.partition === tp.partition)?.offset;
-      if (!memory || memory.completed.length === 0) continue;
-      if (typeof c !== 'number' || c !== memory.base) {
-        this.logger.info(
-          { topic: tp.topic, partition: tp.partition, memoryBase: memory.base, committed: c },
-          'completed-offset memory belongs to another committed offset: ignored',
-        );
-        continue;
-      }
-      this.loadedMemories.set(key, memory.completed);
-    }
-  }
-
-  /**
-   * Writes the completed-offset memory of streams about to be committed, and waits for the
-   * broker's confirmation: a memory must never be newer than nothing, nor a commit run ahead of
-   * its memory. A failed write is logged; the commit goes ahead (the memory then no longer
-   * matches the committed offset and is ignored: duplicates, never a skip).
-   */
-  private async saveMemories(
-    batch: { control: PartitionControl; offset: number }[],
-  ): Promise<void> {
-    const store = this.store;
-    if (!store) return;
-    const entries: (TopicPartition & { base: number; completed: number[] })[] = [];
-    const written: PartitionControl[] = [];
-    const signatures: string[] = [];
-    for (const { control, offset } of batch) {
-      const completed = control.ledger.completedAbove(Number.MAX_SAFE_INTEGER);
-      if (completed.length === 0 && !control.memoryWritten) continue;
-      const signature = `${offset}:${completed.length}:${completed[completed.length - 1] ?? -1}`;
-      if (signature === control.memorySignature) continue; // unchanged since the last write
-      entries.push({ topic: control.topic, partition: control.partition, base: offset, completed });
-      written.push(control);
-      signatures.push(signature);
-    }
-    if (entries.length === 0) return;
-    try {
-      await store.save(entries);
-      written.forEach((c, i) => {
-        c.memoryWritten = (entries[i]?.completed.length ?? 0) > 0;
-        c.memorySignature = signatures[i];
-      });
-    } catch (err) {
-      this.logger.warn(
-        { err, partitions: list(written) },
-        'could not write the completed-offset memory: the next owner will redo work finished out of order (duplicates)',
-      );
-    }
-  }
-
-  /** The offset a {@link StartPosition} stands for now. */
-  private async resolvePosition(tp: TopicPartition, position: StartPosition): Promise<number> {
-    const timeout = this.settings.commitTimeoutMs;
-    if (position === 'earliest' || position === 'latest') {
-      const w = await this.client.watermarks(tp.topic, tp.partition, timeout);
-      return position === 'earliest' ? w.low : w.high;
-    }
-    if (position === 'committed') {
-      const [c] = await this.client.committed([tp], timeout);
-      if (typeof c?.offset === 'number' && c.offset >= 0) return c.offset;
-      throw new StartPositionError(`${tp.topic}[${tp.partition}] has no committed offset`, {
-        topic: tp.topic,
-        partition: tp.partition,
-      });
-    }
-    if (typeof position === 'object' && position !== null) {
-      if ('offset' in position && Number.isInteger(position.offset) && position.offset >= 0) {
-        return position.offset;
-      }
-      if ('timestamp' in position && Number.isFinite(position.timestamp)) {
-        const offset = await this.client.offsetForTime(tp, position.timestamp, timeout);
-        return offset >= 0
-          ? offset
-          : (await this.client.watermarks(tp.topic, tp.partition, timeout)).high;
-      }
-    }
-    throw new StartPositionError(
-      `Expected a start position ('committed', 'earliest', 'latest', { offset } or { timestamp }) for ${tp.topic}[${tp.partition}], got ${JSON.stringify(position)}`,
-      { topic: tp.topic, partition: tp.partition },
-    );
-  }
-
-  private resetsToLatest(): boolean {
-    const raw =
-      (this.settings.topicConfig as Record<string, unknown>)['auto.offset.reset'] ??
-      (this.settings.globalConfig as Record<string, unknown>)['auto.offset.reset'] ??
-      'largest';
-    return raw === 'largest' || raw === 'latest' || raw === 'end';
+    this.applyAssign(pending.generation, pending.partitions, NO_START_CHOICES);
   }
 
   private applyAssign(
     generation: number,
     partitions: TopicPartition[],
-    starts: Map<string, number>,
+    { starts, memories }: StartChoices,
   ): void {
     if (generation !== this.generation) {
       // A newer rebalance arrived while the start offsets were looked up: librdkafka no longer
@@ -896,30 +575,14 @@ export class ConsumerEngine implements ProcessorHost {
       const control = new PartitionControl(tp.topic, tp.partition, generation, key, this.onAck);
       const start = starts.get(key);
       if (start !== undefined) control.ledger.setStart(start);
-      const remembered = this.loadedMemories.get(key);
-      if (remembered) {
-        control.skip = new Set(remembered);
-        this.loadedMemories.delete(key);
-      }
+      const remembered = memories.get(key);
+      if (remembered) control.skip = new Set(remembered);
       this.owned.set(key, control);
       controls.push(control);
     }
     this.lastControl = undefined;
     this.lastPartition = -1;
-    // librdkafka keeps application pauses across revoke and re-assignment: set each partition's
-    // state explicitly — paused if the user paused it (or everything), else running.
-    if (this.userPausedAll) for (const c of controls) this.userPaused.add(c.key);
-    const held = partitions.filter((tp) => this.userPaused.has(tpKey(tp.topic, tp.partition)));
-    const running = partitions.filter((tp) => !this.userPaused.has(tpKey(tp.topic, tp.partition)));
-    try {
-      if (running.length > 0) this.client.raw.resume(running);
-      if (held.length > 0) this.client.raw.pause(held);
-    } catch (err) {
-      this.logger.warn(
-        { err, running, held },
-        'pause/resume of newly assigned partitions failed: a partition paused by the application may be fetched, or one left paused by librdkafka may not be, until the next pause()/resume() or rebalance',
-      );
-    }
+    this.flow.assigned(controls);
     this.logger.info(
       { generation, protocol, partitions, starts: Object.fromEntries(starts) },
       'assigned',
@@ -939,10 +602,50 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private onRevoke(assignment: Assignment[]): void {
-    this.answerPendingAssign('a revoke arrived');
+    // Ask librdkafka at once whether this revoke is a loss (fenced by a heartbeat, the session
+    // expired): then others may own these partitions already, and draining would only redo
+    // their work. Asked before any (un)assign call, which would clear librdkafka's lost flag; the
+    // answer is local and comes with the next consume call.
+    const lostProbe = this.disconnecting
+      ? Promise.resolve(undefined)
+      : this.client.probeAssignmentLost(
+          Math.max(
+            1,
+            Math.min(this.settings.commitTimeoutMs, Math.floor(this.settings.drainTimeoutMs / 4)),
+          ),
+        );
+    const all = list(assignment);
+    // A partition whose revoke is already in flight is that revoke's to commit and release: a
+    // second revoke of it (librdkafka repeats none, but an unsubscribe can cover it) must neither
+    // commit it again nor release it before the first one's final commit.
+    const partitions = all.filter((tp) => !this.revoking.has(tpKey(tp.topic, tp.partition)));
+    if (partitions.length === 0 && all.length > 0 && !this.disconnecting) {
+      this.logger.info(
+        { partitions: all },
+        'revoke of partitions already being revoked: left to the revoke in flight',
+      );
+      return;
+    }
+    // An assignment still waiting for its start offsets is answered first when this revoke
+    // covers it, or the consumer is closing (librdkafka's close would wait for it forever).
+    const pending = this.pendingAssign;
+    if (
+      pending &&
+      (this.state.kind === 'closing' ||
+        this.disconnecting ||
+        pending.partitions.some((p) =>
+          partitions.some((tp) => tp.topic === p.topic && tp.partition === p.partition),
+        ))
+    ) {
+      this.answerPendingAssign('a revoke arrived');
+    }
     const generation = ++this.generation;
+    // An assignment still waiting for its start offsets and not covered by this revoke is not
+    // overtaken by it (a cooperative revoke of other partitions): it is applied in the new
+    // generation once its start offsets are known.
+    if (this.pendingAssign && !this.pendingAssign.applied)
+      this.pendingAssign.generation = generation;
     const protocol = this.protocol();
-    const partitions = list(assignment);
     const controls = partitions
       .map((tp) => this.owned.get(tpKey(tp.topic, tp.partition)))
       .filter((c): c is PartitionControl => c !== undefined);
@@ -952,36 +655,29 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.disconnecting) {
       // The final revoke fired by disconnect(): only unassign works now (pitfall 11).
       for (const c of controls) c.fence('consumer closed');
-      this.unassign(partitions, protocol, generation);
+      this.unassign(all, protocol, generation);
       this.forget(controls);
       return;
     }
     const lostReason = this.suspectLost;
     if (lostReason !== undefined) {
       this.suspectLost = undefined;
-      this.lose(partitions, controls, protocol, generation, lostReason);
+      this.lose({ partitions, controls, protocol, generation }, lostReason);
       return;
     }
 
+    // Counted before anything is emitted: a close() called from a `revoking` subscriber must
+    // already see this revoke in flight (and wait for it before leaving the group).
+    this.revokesInFlight += 1;
+    for (const tp of partitions) this.revoking.add(tpKey(tp.topic, tp.partition));
     const startedAt = Date.now();
     const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
     // A static member closing keeps its assignment at the broker (no LeaveGroup under classic;
     // under KIP-848 a leave with epoch -2): nobody else gets these partitions before its session
     // times out.
     const handedOver = !(this.state.kind === 'closing' && this.staticInstanceId !== undefined);
-    this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
-    this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
     for (const c of controls) c.end();
-    // Ask librdkafka at once whether this revoke is a loss (fenced by a heartbeat, the session
-    // expired): then others may own these partitions already, and draining would only redo
-    // their work. The answer is local and comes with the next consume call.
-    const lostProbe = this.client.probeAssignmentLost(
-      Math.max(
-        1,
-        Math.min(this.settings.commitTimeoutMs, Math.floor(this.settings.drainTimeoutMs / 4)),
-      ),
-    );
-    const task = this.revoke(
+    const ctx: RevokeContext = {
       partitions,
       controls,
       protocol,
@@ -989,194 +685,23 @@ export class ConsumerEngine implements ProcessorHost {
       startedAt,
       inFlight,
       handedOver,
+      groupInstanceId: this.staticInstanceId,
       lostProbe,
-    )
+    };
+    const task = revoke(ctx, this.revokeHost)
       .catch((err: unknown) => {
         this.logger.error({ err, generation }, 'revoke failed');
         this.failWith(err instanceof Error ? err : new Error(String(err)));
       })
       .finally(() => {
         this.revokesInFlight -= 1;
+        for (const tp of partitions) this.revoking.delete(tpKey(tp.topic, tp.partition));
         this.rebalanceTasks.delete(task);
         this.notifyChanged();
       });
-    this.revokesInFlight += 1;
     this.rebalanceTasks.add(task);
-  }
-
-  /** drain → commit (confirmed) → unassign, within the drain deadline. */
-  private async revoke(
-    partitions: TopicPartition[],
-    controls: PartitionControl[],
-    protocol: RebalanceProtocol,
-    generation: number,
-    startedAt: number,
-    inFlight: number,
-    handedOver: boolean,
-    lostProbe: Promise<boolean | undefined>,
-  ): Promise<void> {
-    let lostByProbe = false;
-    void lostProbe.then((answer) => {
-      if (answer !== true) return;
-      lostByProbe = true;
-      // Abort the handlers now: their work no longer counts, and nothing will be committed.
-      for (const c of controls) c.fence('partition lost: librdkafka reports the assignment lost');
-      this.notifyChanged();
-    });
-    const total = this.settings.drainTimeoutMs;
-    const commitReserve = Math.min(this.settings.commitTimeoutMs, Math.floor(total / 4));
-    // The revoke deadline is tied to max.poll.interval.ms; a close() that has to finish sooner
-    // (closeTimeoutMs, a SIGTERM grace period) brings it forward, so the final commit still
-    // happens before the consumer disconnects.
-    let deadline = startedAt + total;
-    const isDrained = (): boolean =>
-      controls.every((c) => c.isDrained) && this.retiredOf(partitions).length === 0;
-    let drained = false;
-    for (;;) {
-      deadline = Math.min(startedAt + total, this.revokeDeadlineWhileClosing());
-      const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
-      const closingSince = this.closeDeadline;
-      // Streams replaced by a seek of these partitions still running aborted handlers count too.
-      drained = await this.waitUntil(
-        () => isDrained() || lostByProbe || this.closeDeadline !== closingSince,
-        deadline - commitShare,
-      );
-      drained = isDrained();
-      if (drained || lostByProbe || this.closeDeadline === closingSince) break;
-    }
-    // The answer normally came long before the drain ended; wait for it a little if not (it is
-    // served by the next consume call).
-    if (!lostByProbe)
-      await this.within(
-        lostProbe.then(() => undefined),
-        Math.min(200, deadline - Date.now()),
-      );
-    if (lostByProbe) {
-      this.logger.warn(
-        { generation, partitions, inFlight, waitedMs: Date.now() - startedAt },
-        'librdkafka reports the assignment lost (this member was fenced or its session expired): handlers aborted, nothing committed',
-      );
-      this.lose(
-        partitions,
-        controls,
-        protocol,
-        generation,
-        'assignment lost (fenced by the group coordinator, or the session expired)',
-      );
-      return;
-    }
-    const stragglers = controls.filter((c) => !c.isDrained);
-    const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
-    const stuck = stragglers.map((c) => c.describe());
-    for (const c of stragglers) c.fence('drain deadline passed');
-    const drainedAt = Date.now();
-    if (!drained) {
-      this.logger.warn(
-        {
-          generation,
-          partitions: list(stragglers),
-          stragglers: stragglerCount,
-          stuck,
-          drainTimeoutMs: total,
-        },
-        'drain deadline passed: committing what is contiguous and releasing the partitions; the next owner may process the unfinished messages again (duplicates)',
-      );
-    }
-    this.logger.info(
-      { generation, partitions, inFlight, durationMs: drainedAt - startedAt, timedOut: !drained },
-      'drained',
-    );
-    this.emit({
-      type: 'drained',
-      generation,
-      protocol,
-      partitions,
-      inFlight,
-      stragglers: stragglerCount,
-      timedOut: !drained,
-      durationMs: drainedAt - startedAt,
-      at: drainedAt,
-    });
-
-    // A periodic commit sent earlier must settle first so it cannot land after the final one;
-    // it may take at most half of the commit reserve.
-    if (this.commitInFlight) {
-      await this.waitUntil(
-        () => this.commitInFlight === undefined,
-        deadline - Math.floor(commitReserve / 2),
-      );
-    }
-    // Never commit for a partition a newer assignment owns (a stale revoke, Backbeat BB-835): the
-    // broker would take it under the current generation and could move the offset backwards.
-    const stillOurs = controls.filter((c) => this.owned.get(c.key) === c && this.stillAssigned(c));
-    const results = await this.commitFinal(stillOurs, deadline);
-    for (const c of controls) {
-      if (!stillOurs.includes(c)) {
-        results.push({
-          topic: c.topic,
-          partition: c.partition,
-          status: 'lost',
-          reason: 'reassigned by a newer rebalance before the revoke finished',
-        });
-      }
-    }
-    const committedAt = Date.now();
-    const lost = results.filter(
-      (r) =>
-        r.status === 'lost' &&
-        stillOurs.some((c) => c.partition === r.partition && c.topic === r.topic),
-    );
-    this.logger.info(
-      { generation, results, durationMs: committedAt - drainedAt },
-      lost.length > 0 ? 'final commit refused: partitions lost' : 'committed',
-    );
-    this.emit({
-      type: 'committed',
-      generation,
-      protocol,
-      partitions,
-      results,
-      durationMs: committedAt - drainedAt,
-      at: committedAt,
-    });
-
-    this.resumeIfPaused(stillOurs);
-    this.unassign(partitions, protocol, generation);
-    for (const c of controls) c.release();
-    this.forget(controls);
-    const revokedAt = Date.now();
-    if (lost.length > 0) {
-      const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
-      this.logger.warn(
-        { generation, partitions, reason },
-        'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)',
-      );
-      this.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
-    } else {
-      this.logger.info(
-        {
-          generation,
-          partitions,
-          durationMs: revokedAt - committedAt,
-          totalMs: revokedAt - startedAt,
-          handedOver,
-          ...(handedOver ? {} : { groupInstanceId: this.staticInstanceId }),
-        },
-        handedOver
-          ? 'revoked'
-          : 'revoked locally, not handed over: the group keeps these partitions for this group.instance.id until its session times out (a restart within it resumes them without a rebalance)',
-      );
-      this.emit({
-        type: 'revoked',
-        generation,
-        protocol,
-        partitions,
-        durationMs: revokedAt - committedAt,
-        totalMs: revokedAt - startedAt,
-        handedOver,
-        at: revokedAt,
-      });
-    }
+    this.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
+    this.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
   }
 
   /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
@@ -1199,167 +724,18 @@ export class ConsumerEngine implements ProcessorHost {
     }
   }
 
-  /** Commits the final offsets of revoked partitions and waits for the broker's answer. */
-  private async commitFinal(
-    controls: PartitionControl[],
-    deadline: number,
-  ): Promise<PartitionCommitResult[]> {
-    const results = new Map<PartitionControl, PartitionCommitResult>();
-    const toCommit: { control: PartitionControl; offset: number }[] = [];
-    const unchanged: { control: PartitionControl; offset: number }[] = [];
-    for (const c of controls) {
-      const offset = c.ledger.committable();
-      if (offset !== undefined && offset === c.lastCommitted)
-        unchanged.push({ control: c, offset });
-      if (offset === undefined || offset === c.lastCommitted) {
-        results.set(c, {
-          topic: c.topic,
-          partition: c.partition,
-          status: 'unchanged',
-          offset: c.lastCommitted,
-        });
-      } else {
-        toCommit.push({ control: c, offset });
-      }
-    }
-    // The memory of work finished out of order goes first (confirmed), then the commit. Its write
-    // may take at most half of what is left: a memory landing after the commit is still true (the
-    // next owner applies it only while the committed offset equals its base).
-    const memoryWritten = await this.within(
-      this.saveMemories([...toCommit, ...unchanged]),
-      Math.floor((deadline - Date.now()) / 2),
-    );
-    if (!memoryWritten) {
-      this.logger.warn(
-        { partitions: list(controls) },
-        'the completed-offset memory write did not finish in time: committing without waiting for it (if it is lost, the next owner redoes work finished out of order: duplicates)',
-      );
-    }
-    // An earlier commit of a partition that librdkafka has not answered (one that timed out here)
-    // could land after this one and move the offset backwards: wait for its answer first.
-    const overtakable = (): { control: PartitionControl; offset: number }[] =>
-      toCommit.filter(
-        ({ control, offset }) => !this.client.canCommit(control.topic, control.partition, offset),
-      );
-    if (overtakable().length > 0) {
-      await this.waitUntil(() => overtakable().length === 0, deadline - 100);
-      for (const entry of overtakable()) {
-        const { control, offset } = entry;
-        const earlier = this.client.unanswered(control.topic, control.partition);
-        const reason = `an earlier commit of offset ${earlier.join(', ')} is still unanswered; committing ${offset} now could be overtaken by it`;
-        this.partitionLogger(control).warn(
-          { offset, unanswered: earlier },
-          'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
-        );
-        results.set(control, {
-          topic: control.topic,
-          partition: control.partition,
-          status: 'failed',
-          offset,
-          reason,
-        });
-        toCommit.splice(toCommit.indexOf(entry), 1);
-      }
-    }
-    let attempt = 0;
-    while (toCommit.length > 0) {
-      attempt += 1;
-      const offsets = toCommit.map(({ control, offset }) => ({
-        topic: control.topic,
-        partition: control.partition,
-        offset,
-      }));
-      const remaining = deadline - Date.now();
-      const sentAt = Date.now();
-      try {
-        await this.client.commit(
-          offsets,
-          Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
-        );
-        this.observer.commit('revoke', offsets, Date.now() - sentAt);
-        for (const { control, offset } of toCommit) {
-          control.lastCommitted = offset;
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'committed',
-            offset,
-          });
-        }
-        break;
-      } catch (err) {
-        this.observer.commit('revoke', offsets, Date.now() - sentAt, err);
-        const code = kafkaCodeOf(err);
-        const reason = errorMessage(err);
-        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
-          for (const { control } of toCommit) {
-            control.fence('lost');
-            results.set(control, {
-              topic: control.topic,
-              partition: control.partition,
-              status: 'lost',
-              reason,
-            });
-          }
-          break;
-        }
-        const retriable =
-          (code !== undefined && RETRIABLE_COMMIT_CODES.has(code)) ||
-          (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
-        // Refused credentials will not heal within the deadline: one attempt, then release.
-        const hopeless = this.failure instanceof AuthenticationError;
-        if (retriable && !hopeless && Date.now() + 100 < deadline) {
-          this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
-          await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
-          continue;
-        }
-        const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
-        if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
-          // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
-          // commit topic by topic so the live ones are confirmed.
-          for (const topic of topics) {
-            const own = toCommit.filter(({ control }) => control.topic === topic);
-            const split = await this.commitFinal(
-              own.map(({ control }) => control),
-              deadline,
-            );
-            own.forEach(({ control }, i) => results.set(control, split[i]!));
-          }
-          break;
-        }
-        this.logger.warn(
-          { err, offsets, code },
-          code === Code.REBALANCE_IN_PROGRESS
-            ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
-            : code === Code.UNKNOWN_TOPIC_OR_PART
-              ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
-              : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
-        );
-        for (const { control, offset } of toCommit) {
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'failed',
-            offset,
-            reason,
-          });
-        }
-        break;
-      }
-    }
-    return controls.map((c) => results.get(c)!);
-  }
-
   /** Partitions taken away without a chance to commit. */
   private lose(
-    partitions: TopicPartition[],
-    controls: PartitionControl[],
-    protocol: RebalanceProtocol,
-    generation: number,
+    {
+      partitions,
+      controls,
+      protocol,
+      generation,
+    }: Pick<RevokeContext, 'partitions' | 'controls' | 'protocol' | 'generation'>,
     reason: string,
   ): void {
     for (const c of controls) c.fence(`partition lost: ${reason}`);
-    this.resumeIfPaused(controls);
+    this.flow.releasing(controls);
     this.unassign(partitions, protocol, generation);
     this.forget(controls);
     this.logger.warn(
@@ -1367,10 +743,6 @@ export class ConsumerEngine implements ProcessorHost {
       'partitions lost: nothing committed; their unfinished work will be redone by the next owner',
     );
     this.emit({ type: 'lost', generation, protocol, partitions, reason, at: Date.now() });
-  }
-
-  private resumeIfPaused(controls: PartitionControl[]): void {
-    for (const c of controls) if (c.paused) this.setPaused(c, false);
   }
 
   /**
@@ -1446,7 +818,7 @@ export class ConsumerEngine implements ProcessorHost {
     if (this.state.kind !== 'running' || owner === undefined || !owner.active) {
       throw notOwned('this consumer does not own it right now');
     }
-    const offset = await this.resolvePosition(tp, position);
+    const offset = await this.startPositions.resolvePosition(tp, position);
     // The seek belongs to the assignment it was called for: if the partition was revoked (and
     // perhaps assigned again) while its position was looked up, it is not applied to a newer one.
     if (this.owned.get(key) !== owner || !owner.active || this.state.kind !== 'running') {
@@ -1508,13 +880,7 @@ export class ConsumerEngine implements ProcessorHost {
       this.owned.set(s.key, control);
       this.lastControl = undefined;
       this.lastPartition = -1;
-      if (old.paused && !this.userPaused.has(s.key)) {
-        try {
-          this.client.raw.resume([{ topic: s.tp.topic, partition: s.tp.partition }]);
-        } catch (err) {
-          this.logger.debug({ err }, 'resume after seek failed');
-        }
-      }
+      this.flow.replaced(old, control);
       this.partitionLogger(control).info(
         { offset: s.offset, position: s.position },
         'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
@@ -1544,45 +910,17 @@ export class ConsumerEngine implements ProcessorHost {
 
   /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
   pause(tps?: readonly TopicPartition[]): void {
-    const targets = tps ?? [...this.owned.values()];
-    if (tps === undefined) this.userPausedAll = true;
-    for (const tp of targets) this.userPaused.add(tpKey(tp.topic, tp.partition));
-    const owned = targets.filter((tp) => this.owned.has(tpKey(tp.topic, tp.partition)));
-    if (owned.length === 0 || this.state.kind !== 'running') return;
-    try {
-      this.client.raw.pause(list(owned));
-    } catch (err) {
-      this.logger.warn({ err, partitions: list(owned) }, 'pause failed');
-    }
-    this.logger.info({ partitions: list(owned) }, 'paused by the application');
+    this.flow.pause(tps);
   }
 
-  /**
-   * Resumes what `pause()` paused (everything without `tps`). A partition also paused by the
-   * library for backpressure stays paused until its buffer drains.
-   */
+  /** Resumes what `pause()` paused (everything without `tps`); see {@link FlowControl.resume}. */
   resume(tps?: readonly TopicPartition[]): void {
-    if (tps === undefined) this.userPausedAll = false;
-    const keys = tps ? tps.map((tp) => tpKey(tp.topic, tp.partition)) : [...this.userPaused];
-    for (const k of keys) this.userPaused.delete(k);
-    const ready = keys
-      .map((k) => this.owned.get(k))
-      .filter((c): c is PartitionControl => c !== undefined && !c.paused);
-    if (ready.length === 0 || this.state.kind !== 'running') return;
-    try {
-      this.client.raw.resume(list(ready));
-    } catch (err) {
-      this.logger.warn({ err, partitions: list(ready) }, 'resume failed');
-    }
-    this.logger.info({ partitions: list(ready) }, 'resumed by the application');
+    this.flow.resume(tps);
   }
 
   /** Partitions paused by the application (owned now or not). */
   pausedByUser(): TopicPartition[] {
-    return [...this.userPaused].map((k) => {
-      const [topic = '', partition = '0'] = k.split('\u0000');
-      return { topic, partition: Number(partition) };
-    });
+    return this.flow.pausedByUser();
   }
 
   private forget(controls: PartitionControl[]): void {
@@ -1598,59 +936,67 @@ export class ConsumerEngine implements ProcessorHost {
   // Errors
 
   private onConsumeError(err: KafkaClientError): void {
-    const code = err.kafkaCode;
-    if (code === Code.MAX_POLL_EXCEEDED) {
-      this.suspectLost = 'max.poll.interval.ms exceeded';
-      this.logger.warn(
-        { err },
-        'max.poll.interval.ms exceeded: the assignment will be treated as lost',
-      );
-    } else if (AUTH_CODES.has(code)) {
-      this.onAuthenticationFailure(err);
-    } else if (TERMINAL_CODES.has(code) || err.fatal) {
-      this.logger.error({ err, code }, 'fatal consumer error');
-      this.failFatal(err);
-    } else if (code === Code.AUTO_OFFSET_RESET) {
-      // Only raised with auto.offset.reset=error: librdkafka stops fetching the partition.
-      this.logger.error(
-        { err },
-        'offset out of range and auto.offset.reset=error: stopping (the partition would not be fetched again)',
-      );
-      this.failWith(err);
-    } else if (
-      code === Code.UNKNOWN_TOPIC_OR_PART ||
-      code === Code.UNKNOWN_TOPIC ||
-      code === Code.TOPIC_AUTHORIZATION_FAILED
-    ) {
-      this.onTopicUnavailable(err);
-    } else {
-      this.onTransientError(err, 'consume error');
-    }
+    this.apply(classifyConsumeError(err), { err });
   }
 
   private onClientError(raw: LibrdKafkaError): void {
     const err = toKafkaError(raw, 'client error');
-    const code = err.kafkaCode;
-    if (
-      code === Code.MAX_POLL_EXCEEDED ||
-      code === Code.FENCED_MEMBER_EPOCH ||
-      code === Code.UNKNOWN_MEMBER_ID
-    ) {
-      this.suspectLost = err.message;
-      this.logger.warn({ err, code }, 'group membership lost: the next revoke is treated as lost');
-      return;
+    this.apply(classifyClientError(err), { err, code: err.kafkaCode });
+  }
+
+  private onClientLog(log: ClientLog): void {
+    this.apply(classifyLog(log, fatalCauseFromText), {
+      fac: log.fac,
+      severity: log.severity,
+    });
+  }
+
+  /** Applies what librdkafka said (see client-events.ts); the only place it changes state. */
+  private apply(verdict: Verdict, context: Record<string, unknown>): void {
+    switch (verdict.kind) {
+      case 'membership-lost':
+        this.suspectLost = verdict.reason;
+        this.logger.warn(
+          'fac' in context ? { ...context, librdkafka: verdict.reason } : context,
+          verdict.logMessage,
+        );
+        return;
+      case 'authentication':
+        this.onAuthenticationFailure(verdict.err);
+        return;
+      case 'fatal':
+        this.logger.error({ ...context, code: verdict.err.kafkaCode }, verdict.logMessage);
+        this.failFatal(verdict.err);
+        return;
+      case 'offset-out-of-range':
+        this.logger.error(
+          context,
+          'offset out of range and auto.offset.reset=error: stopping (the partition would not be fetched again)',
+        );
+        this.failWith(verdict.err);
+        return;
+      case 'topic-unavailable':
+        this.onTopicUnavailable(verdict.err, verdict.reason);
+        return;
+      case 'transient':
+        this.onTransientError(verdict.err, verdict.what);
+        return;
+      case 'fatal-cause':
+        if (this.fatalCause === undefined) {
+          this.fatalCause = verdict.code;
+          this.notifyChanged();
+        }
+        this.logger[levelOf(verdict.log.severity)](context, verdict.log.message);
+        return;
+      case 'offset-reset':
+        this.onOffsetReset(verdict.reset);
+        return;
+      case 'log':
+        this.logger[verdict.level](context, verdict.log.message);
+        return;
+      default:
+        assertNever(verdict);
     }
-    if (AUTH_CODES.has(code)) {
-      this.onAuthenticationFailure(err);
-      return;
-    }
-    if (err.fatal || TERMINAL_CODES.has(code)) {
-      this.logger.error({ err, code }, 'fatal client error');
-      this.failFatal(err);
-      return;
-    }
-    // Transport errors, all brokers down, …: librdkafka reconnects by itself.
-    this.onTransientError(err, 'client error (librdkafka retries)');
   }
 
   /**
@@ -1740,8 +1086,7 @@ export class ConsumerEngine implements ProcessorHost {
    * A subscribed topic is missing or not readable. The binding's error does not say which topic,
    * so the cluster's metadata is compared with the subscription; one event per topic.
    */
-  private onTopicUnavailable(err: KafkaClientError): void {
-    const reason = err.kafkaCode === Code.TOPIC_AUTHORIZATION_FAILED ? 'not-authorized' : 'unknown';
+  private onTopicUnavailable(err: KafkaClientError, reason: 'unknown' | 'not-authorized'): void {
     if (this.topicCheckInFlight) return;
     this.topicCheckInFlight = true;
     void this.missingTopics()
@@ -1813,14 +1158,8 @@ export class ConsumerEngine implements ProcessorHost {
    * librdkafka's warning on an offset reset caused by an error (offset out of range: the committed
    * offset fell out of retention, or lies past the end): records were skipped, or will be re-read.
    */
-  private onOffsetReset(message: string): boolean {
-    const m = OFFSET_RESET_LOG.exec(message);
-    if (!m) return false;
-    const [, topic = '', partitionText = '', fromText = '', cached, toText = '', reason = ''] = m;
-    const partition = Number(partitionText);
-    const from = /^-?\d+$/.test(fromText) ? Number(fromText) : undefined;
-    const numericTo = /^\d+$/.test(toText) ? Number(toText) : undefined;
-    const resetTo = cached ?? (numericTo === undefined ? toText : 'offset');
+  private onOffsetReset(reset: OffsetReset): void {
+    const { topic, partition, from, resetTo, reason } = reset;
     this.offsetResets += 1;
     const report = (to: number | undefined): void => {
       this.logger.warn(
@@ -1840,40 +1179,16 @@ export class ConsumerEngine implements ProcessorHost {
         at: Date.now(),
       });
     };
-    if (numericTo !== undefined || this.state.kind !== 'running') {
-      report(numericTo);
-      return true;
+    const logical = reset.logicalTo;
+    if (logical === undefined || this.state.kind !== 'running') {
+      report(reset.to);
+      return;
     }
     // Reset to a logical offset: ask the cluster where that is now.
-    const logical = toText.toUpperCase();
     void this.client.watermarks(topic, partition, this.settings.commitTimeoutMs).then(
       (w) => report(logical === 'BEGINNING' ? w.low : logical === 'END' ? w.high : undefined),
       () => report(undefined),
     );
-    return true;
-  }
-
-  private onClientLog(log: { severity: number; fac: string; message: string }): void {
-    const entry = { fac: log.fac, severity: log.severity };
-    if (log.fac === 'FATAL' && this.fatalCause === undefined) {
-      this.fatalCause = fatalCauseFromText(log.message);
-      this.notifyChanged();
-    }
-    if (LOST_LOG_FACILITIES.has(log.fac)) {
-      // consume(n) drops errors such as MAX_POLL_EXCEEDED when its batch also held messages;
-      // librdkafka's log line about it still arrives.
-      this.suspectLost = `${log.fac}: ${log.message}`;
-      this.logger.warn(
-        { ...entry, librdkafka: log.message },
-        'group membership lost: the next revoke is treated as lost',
-      );
-      return;
-    }
-    if (log.fac === 'OFFSET' && log.severity <= 4 && this.onOffsetReset(log.message)) return;
-    if (log.severity <= 2) this.logger.error(entry, log.message);
-    else if (log.severity <= 4) this.logger.warn(entry, log.message);
-    else if (log.severity <= 6) this.logger.info(entry, log.message);
-    else this.logger.debug(entry, log.message);
   }
 
   /** Ends the engine with an error: closes gracefully, then errors the partition stream. */
@@ -1888,18 +1203,43 @@ export class ConsumerEngine implements ProcessorHost {
 
   /** Graceful shutdown, bounded by `timeoutMs` (default `closeTimeoutMs`). Idempotent. */
   close(timeoutMs: number = this.settings.closeTimeoutMs): Promise<void> {
-    this.closePromise ??= this.doClose(timeoutMs);
+    if (this.closePromise === undefined) {
+      this.closePromise = this.doClose(timeoutMs);
+    } else if (this.closeDeadline !== undefined && Date.now() + timeoutMs < this.closeDeadline) {
+      // A later close() with a shorter deadline (a SIGTERM after an unsubscribe, say) wins: the
+      // revoke and the waits below fit themselves to it.
+      this.closeDeadline = Date.now() + timeoutMs;
+      this.notifyChanged();
+    }
     return this.closePromise;
+  }
+
+  /**
+   * Waits for `condition` until `by()` — a time derived from the close deadline, which a later
+   * close() may bring forward (then the wait starts over with the new time).
+   */
+  private async untilBeforeClose(
+    condition: () => boolean,
+    by: () => number,
+    pollMs?: number,
+  ): Promise<boolean> {
+    for (;;) {
+      const seen = this.closeDeadline;
+      await this.waitUntil(() => condition() || this.closeDeadline !== seen, by(), pollMs);
+      if (condition()) return true;
+      if (this.closeDeadline === seen) return false;
+    }
   }
 
   private async doClose(timeoutMs: number): Promise<void> {
     const startedAt = Date.now();
-    const deadline = startedAt + timeoutMs;
     this.closeStartedAt = startedAt;
-    this.closeDeadline = deadline;
+    this.closeDeadline = startedAt + timeoutMs;
     this.notifyChanged(); // revokes in flight shorten their deadline to fit
+    const deadline = (): number => this.closeDeadline ?? startedAt + timeoutMs;
     // Partitions must be released by then; what is left is for unsubscribing and disconnecting.
-    const releaseBy = deadline - Math.min(2000, Math.floor(timeoutMs / 10));
+    const releaseBy = (): number =>
+      deadline() - Math.min(2000, Math.floor((deadline() - startedAt) / 10));
     if (this.state.kind === 'idle') {
       this.state = { kind: 'closed' };
       this.finish();
@@ -1929,7 +1269,7 @@ export class ConsumerEngine implements ProcessorHost {
         { revokes: this.revokesInFlight },
         'closing: waiting for the revoke in flight to finish before leaving the group',
       );
-      const settled = await this.waitUntil(() => this.revokesInFlight === 0, releaseBy);
+      const settled = await this.untilBeforeClose(() => this.revokesInFlight === 0, releaseBy);
       if (!settled) {
         this.logger.warn(
           'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
@@ -1959,7 +1299,7 @@ export class ConsumerEngine implements ProcessorHost {
     {
       // Keep polling until librdkafka has nothing assigned and no rebalance is being handled
       // (a pending assign is answered, then revoked), so its close never waits on us.
-      const released = await this.waitUntil(
+      const released = await this.untilBeforeClose(
         () =>
           this.owned.size === 0 &&
           this.rebalanceTasks.size === 0 &&
@@ -1975,8 +1315,23 @@ export class ConsumerEngine implements ProcessorHost {
         );
       }
     }
-    if (this.commitInFlight)
-      await this.waitUntil(() => this.commitInFlight === undefined, deadline);
+    if (this.committer.periodicInFlight)
+      await this.untilBeforeClose(() => !this.committer.periodicInFlight, deadline);
+    // A commit librdkafka has not answered yet (one that timed out here) could still be applied
+    // after this member is gone and move the group's offset back: keep polling, within the
+    // deadline, until every commit is answered.
+    if (this.client.unansweredCount > 0) {
+      const answered = await this.untilBeforeClose(
+        () => this.client.unansweredCount === 0,
+        deadline,
+      );
+      if (!answered) {
+        this.logger.warn(
+          { unanswered: this.client.unansweredCount },
+          'closing with commits librdkafka has not answered: if the broker applies one later it may move the group offset back (the next owner would redo work: duplicates)',
+        );
+      }
+    }
     this.looping = false;
     await this.loopDone;
     for (const pending of this.pendingSeeks.splice(0)) {
@@ -1984,7 +1339,7 @@ export class ConsumerEngine implements ProcessorHost {
     }
     this.disconnecting = true;
     for (const c of this.owned.values()) c.fence('consumer closed');
-    await this.withDeadline(this.client.disconnect(), Math.max(deadline - Date.now(), 1000));
+    await this.withDeadline(this.client.disconnect(), Math.max(deadline() - Date.now(), 1000));
     await this.store?.close().catch(() => undefined);
     for (const c of this.owned.values()) c.release();
     this.owned.clear();
@@ -2012,42 +1367,11 @@ export class ConsumerEngine implements ProcessorHost {
   // Waiting on conditions without per-message timers
 
   private notifyChanged(): void {
-    if (this.changed.size === 0) return;
-    for (const fn of this.changed) fn();
+    this.conditions.changed();
   }
 
-  /** Resolves true once `condition` holds, or false when the deadline passes. */
   private waitUntil(condition: () => boolean, deadline: number, pollMs?: number): Promise<boolean> {
-    if (condition()) return Promise.resolve(true);
-    return new Promise<boolean>((resolve) => {
-      const check = (): void => {
-        if (condition()) done(true);
-      };
-      const timer = setTimeout(() => done(condition()), Math.max(0, deadline - Date.now()));
-      const poll = pollMs === undefined ? undefined : setInterval(check, pollMs);
-      const done = (value: boolean): void => {
-        clearTimeout(timer);
-        if (poll) clearInterval(poll);
-        this.changed.delete(check);
-        resolve(value);
-      };
-      this.changed.add(check);
-    });
-  }
-
-  /** Whether `promise` settled within `ms` (its outcome is left to it). */
-  private async within(promise: Promise<void>, ms: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        promise.then(() => true),
-        new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(false), Math.max(0, ms));
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return this.conditions.until(condition, deadline, pollMs);
   }
 
   private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {

@@ -1,0 +1,345 @@
+/**
+ * The committer: periodic commits while running and the final commit of a revoke, each resolved
+ * only when the broker confirmed it. One rule for what counts as committed (the broker confirmed
+ * that exact offset), none for a partition while an earlier commit of another offset is unanswered
+ * (it could land later and move the offset back), none for a partition after its revoke began,
+ * retriable codes retried until the revoke's deadline, and the completed-offset memory written
+ * (confirmed) before the commit it belongs to.
+ */
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../config';
+import type { PartitionCommitResult, TopicPartition } from '../types';
+import type { CompletedStore } from './completed-store';
+import { settlesWithin } from './conditions';
+import type { ConsumerClient } from './consumer-client';
+import type { EngineObserver } from './engine-observer';
+import type { PartitionControl } from './partition-control';
+import type { TopicPartitionOffset } from './rdkafka';
+import { Code, OWNERSHIP_LOST_CODES, errorMessage, kafkaCodeOf } from './rdkafka';
+
+/** Commit errors worth retrying while the revoke deadline allows. */
+const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
+  Code.COORDINATOR_NOT_AVAILABLE,
+  Code.NOT_COORDINATOR,
+  Code.TIMED_OUT,
+  Code.TRANSPORT,
+  Code.ALL_BROKERS_DOWN,
+  Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
+  Code.WAIT_COORD, // no coordinator for session.timeout.ms (a coordinator failover)
+  14, // COORDINATOR_LOAD_IN_PROGRESS
+  7, // REQUEST_TIMED_OUT
+]);
+
+const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
+  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+
+/** What the committer needs from its owner (the engine). */
+export interface CommitterHost {
+  /** A commit was confirmed: the consumer made progress. */
+  progressed(): void;
+  /** State changed: re-check what waits on it. */
+  changed(): void;
+  /** Waits for a condition with a deadline. */
+  until(condition: () => boolean, deadline: number): Promise<boolean>;
+  /** Commits cannot succeed before the deadline (refused credentials): try once, then give up. */
+  hopeless(): boolean;
+  observer(): EngineObserver;
+  partitionLogger(control: PartitionControl): Logger;
+}
+
+export class Committer {
+  /** The periodic commit in flight (its memory write included). */
+  private commitInFlight: Promise<void> | undefined;
+  private lastCommitAt = 0;
+
+  constructor(
+    private readonly client: ConsumerClient,
+    private readonly settings: ConsumerSettings,
+    private readonly logger: Logger,
+    private readonly store: CompletedStore | undefined,
+    private readonly host: CommitterHost,
+  ) {}
+
+  /** Whether a periodic commit is in flight. */
+  get periodicInFlight(): boolean {
+    return this.commitInFlight !== undefined;
+  }
+
+  /**
+   * Commits, at most every `commitIntervalMs`, what the active streams have processed
+   * contiguously. `controls` are the streams owned now; `isCurrent` tells whether a stream still
+   * owns its partition when the commit is sent (a revoke may have started meanwhile).
+   */
+  maybeCommit(
+    controls: Iterable<PartitionControl>,
+    isCurrent: (control: PartitionControl) => boolean,
+  ): void {
+    if (this.commitInFlight) return;
+    const now = Date.now();
+    if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
+    this.lastCommitAt = now;
+    const batch: { control: PartitionControl; offset: number }[] = [];
+    /** Streams whose completed-offset memory is to be written (with the offset it belongs to). */
+    const remembered: { control: PartitionControl; offset: number }[] = [];
+    for (const control of controls) {
+      // Partitions being revoked get their final commit from the revoke protocol. A partition
+      // that delivered nothing yet commits its chosen start (onAssign, seek, reset to latest).
+      if (!control.active) continue;
+      const offset = control.ledger.committable();
+      if (offset === undefined) continue;
+      if (offset === control.lastCommitted) {
+        if (this.store && control.lastCommitted !== undefined) remembered.push({ control, offset });
+        continue;
+      }
+      if (!this.client.canCommit(control.topic, control.partition, offset)) {
+        // An earlier commit of this partition is unanswered (it timed out here): librdkafka may
+        // still send it, and if it landed after this one the offset would move backwards.
+        this.host
+          .partitionLogger(control)
+          .debug(
+            { offset, unanswered: this.client.unanswered(control.topic, control.partition) },
+            'periodic commit held back until an earlier commit of the partition is answered',
+          );
+        continue;
+      }
+      batch.push({ control, offset });
+    }
+    if (batch.length === 0 && remembered.length === 0) return;
+    let offsets: TopicPartitionOffset[] = [];
+    let sent: { control: PartitionControl; offset: number }[] = [];
+    const sentAt = Date.now();
+    this.commitInFlight = this.saveMemories([...batch, ...remembered])
+      .then(() => {
+        // Decided again now that the memory is written: a partition revoked meanwhile gets its
+        // final commit from the revoke protocol, and nothing may be committed for it after that.
+        sent = batch.filter(
+          ({ control, offset }) =>
+            control.active &&
+            isCurrent(control) &&
+            this.client.canCommit(control.topic, control.partition, offset),
+        );
+        offsets = sent.map(({ control, offset }) => ({
+          topic: control.topic,
+          partition: control.partition,
+          offset,
+        }));
+        return this.client.commit(offsets);
+      })
+      .then(() => {
+        if (offsets.length === 0) return; // only a memory was written
+        this.host.progressed();
+        this.host.observer().commit('periodic', offsets, Date.now() - sentAt);
+        for (const { control, offset } of sent) {
+          if (control.lastCommitted === undefined || offset > control.lastCommitted) {
+            control.lastCommitted = offset;
+          }
+        }
+        this.logger.debug({ offsets }, 'committed');
+      })
+      .catch((err: unknown) => {
+        this.host.observer().commit('periodic', offsets, Date.now() - sentAt, err);
+        // Not a sign of a lost assignment by itself: a cooperative rebalance bumps the generation
+        // and refuses commits (ILLEGAL_GENERATION) while the partitions are still ours. Only the
+        // revoke-time commit decides "lost".
+        this.logger.warn(
+          { err, offsets },
+          'periodic commit failed; it is retried at the next interval (a crash before then may cause duplicate processing)',
+        );
+      })
+      .finally(() => {
+        this.commitInFlight = undefined;
+        this.host.changed();
+      });
+  }
+
+  /**
+   * Writes the completed-offset memory of streams about to be committed, and waits for the
+   * broker's confirmation: a memory must never be newer than nothing, nor a commit run ahead of
+   * its memory. A failed write is logged; the commit goes ahead (the memory then no longer
+   * matches the committed offset and is ignored: duplicates, never a skip).
+   */
+  private async saveMemories(
+    batch: { control: PartitionControl; offset: number }[],
+  ): Promise<void> {
+    const store = this.store;
+    if (!store) return;
+    const entries: (TopicPartition & { base: number; completed: number[] })[] = [];
+    const written: PartitionControl[] = [];
+    const signatures: string[] = [];
+    for (const { control, offset } of batch) {
+      const completed = control.ledger.completedAbove(Number.MAX_SAFE_INTEGER);
+      if (completed.length === 0 && !control.memoryWritten) continue;
+      const signature = `${offset}:${completed.length}:${completed[completed.length - 1] ?? -1}`;
+      if (signature === control.memorySignature) continue; // unchanged since the last write
+      entries.push({ topic: control.topic, partition: control.partition, base: offset, completed });
+      written.push(control);
+      signatures.push(signature);
+    }
+    if (entries.length === 0) return;
+    try {
+      await store.save(entries);
+      written.forEach((c, i) => {
+        c.memoryWritten = (entries[i]?.completed.length ?? 0) > 0;
+        c.memorySignature = signatures[i];
+      });
+    } catch (err) {
+      this.logger.warn(
+        { err, partitions: list(written) },
+        'could not write the completed-offset memory: the next owner will redo work finished out of order (duplicates)',
+      );
+    }
+  }
+
+  /** Commits the final offsets of revoked partitions and waits for the broker's answer. */
+  async commitFinal(
+    controls: PartitionControl[],
+    deadline: number,
+  ): Promise<PartitionCommitResult[]> {
+    const results = new Map<PartitionControl, PartitionCommitResult>();
+    const toCommit: { control: PartitionControl; offset: number }[] = [];
+    const unchanged: { control: PartitionControl; offset: number }[] = [];
+    for (const c of controls) {
+      const offset = c.ledger.committable();
+      if (offset !== undefined && offset === c.lastCommitted)
+        unchanged.push({ control: c, offset });
+      if (offset === undefined || offset === c.lastCommitted) {
+        results.set(c, {
+          topic: c.topic,
+          partition: c.partition,
+          status: 'unchanged',
+          offset: c.lastCommitted,
+        });
+      } else {
+        toCommit.push({ control: c, offset });
+      }
+    }
+    // The memory of work finished out of order goes first (confirmed), then the commit. Its write
+    // may take at most half of what is left: a memory landing after the commit is still true (the
+    // next owner applies it only while the committed offset equals its base).
+    const memoryWritten = await settlesWithin(
+      this.saveMemories([...toCommit, ...unchanged]),
+      Math.floor((deadline - Date.now()) / 2),
+    );
+    if (!memoryWritten) {
+      this.logger.warn(
+        { partitions: list(controls) },
+        'the completed-offset memory write did not finish in time: committing without waiting for it (if it is lost, the next owner redoes work finished out of order: duplicates)',
+      );
+    }
+    // An earlier commit of a partition that librdkafka has not answered (one that timed out here)
+    // could land after this one and move the offset backwards: wait for its answer first.
+    const overtakable = (): { control: PartitionControl; offset: number }[] =>
+      toCommit.filter(
+        ({ control, offset }) => !this.client.canCommit(control.topic, control.partition, offset),
+      );
+    if (overtakable().length > 0) {
+      await this.host.until(() => overtakable().length === 0, deadline - 100);
+      for (const entry of overtakable()) {
+        const { control, offset } = entry;
+        const earlier = this.client.unanswered(control.topic, control.partition);
+        const reason = `an earlier commit of offset ${earlier.join(', ')} is still unanswered; committing ${offset} now could be overtaken by it`;
+        this.host
+          .partitionLogger(control)
+          .warn(
+            { offset, unanswered: earlier },
+            'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
+          );
+        results.set(control, {
+          topic: control.topic,
+          partition: control.partition,
+          status: 'failed',
+          offset,
+          reason,
+        });
+        toCommit.splice(toCommit.indexOf(entry), 1);
+      }
+    }
+    let attempt = 0;
+    while (toCommit.length > 0) {
+      attempt += 1;
+      const offsets = toCommit.map(({ control, offset }) => ({
+        topic: control.topic,
+        partition: control.partition,
+        offset,
+      }));
+      const remaining = deadline - Date.now();
+      const sentAt = Date.now();
+      try {
+        await this.client.commit(
+          offsets,
+          Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
+        );
+        this.host.observer().commit('revoke', offsets, Date.now() - sentAt);
+        for (const { control, offset } of toCommit) {
+          control.lastCommitted = offset;
+          results.set(control, {
+            topic: control.topic,
+            partition: control.partition,
+            status: 'committed',
+            offset,
+          });
+        }
+        break;
+      } catch (err) {
+        this.host.observer().commit('revoke', offsets, Date.now() - sentAt, err);
+        const code = kafkaCodeOf(err);
+        const reason = errorMessage(err);
+        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
+          for (const { control } of toCommit) {
+            control.fence('lost');
+            results.set(control, {
+              topic: control.topic,
+              partition: control.partition,
+              status: 'lost',
+              reason,
+            });
+          }
+          break;
+        }
+        const retriable =
+          (code !== undefined && RETRIABLE_COMMIT_CODES.has(code)) ||
+          (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
+        // Refused credentials will not heal within the deadline: one attempt, then release.
+        const hopeless = this.host.hopeless();
+        if (retriable && !hopeless && Date.now() + 100 < deadline) {
+          this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
+          await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+          continue;
+        }
+        const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
+        if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
+          // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
+          // commit topic by topic so the live ones are confirmed.
+          for (const topic of topics) {
+            const own = toCommit.filter(({ control }) => control.topic === topic);
+            const split = await this.commitFinal(
+              own.map(({ control }) => control),
+              deadline,
+            );
+            own.forEach(({ control }, i) => results.set(control, split[i]!));
+          }
+          break;
+        }
+        this.logger.warn(
+          { err, offsets, code },
+          code === Code.REBALANCE_IN_PROGRESS
+            ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
+            : code === Code.UNKNOWN_TOPIC_OR_PART
+              ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
+              : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+        );
+        for (const { control, offset } of toCommit) {
+          results.set(control, {
+            topic: control.topic,
+            partition: control.partition,
+            status: 'failed',
+            offset,
+            reason,
+          });
+        }
+        break;
+      }
+    }
+    return controls.map((c) => results.get(c)!);
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * Flow control: the only writer of a partition's paused state. Two reasons pause a partition —
+ * the application (`pause()`, kept across rebalances: librdkafka keeps application pauses through
+ * a revoke and a re-assignment, pitfall 15) and backpressure (its buffer is full) — and it fetches
+ * only when neither holds. Every librdkafka pause/resume call of the consumer goes through here:
+ * new partitions, buffers filling and draining, a seek's new stream, a release.
+ */
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../config';
+import type { TopicPartition } from '../types';
+import type { ConsumerClient } from './consumer-client';
+import type { PartitionControl } from './partition-control';
+import { tpKey } from './rdkafka';
+
+const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
+  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+
+/** What flow control needs to know from the engine. */
+export interface FlowControlHost {
+  /** Whether librdkafka calls can be made for this stream now (it owns its partition, connected). */
+  controllable(control: PartitionControl): boolean;
+  /** Whether the consumer runs (user pauses of owned partitions apply at once). */
+  running(): boolean;
+  /** The stream that owns a partition now, if any. */
+  owner(key: string): PartitionControl | undefined;
+  /** Every stream owned now. */
+  owned(): Iterable<PartitionControl>;
+  partitionLogger(control: PartitionControl): Logger;
+}
+
+export class FlowControl {
+  /** Partitions the application paused (kept across rebalances), and whether new ones start paused. */
+  private readonly userPaused = new Set<string>();
+  private userPausedAll = false;
+  private readonly resumeAtMessages: number;
+  private readonly resumeAtBytes: number;
+
+  constructor(
+    private readonly client: ConsumerClient,
+    private readonly settings: ConsumerSettings,
+    private readonly logger: Logger,
+    private readonly host: FlowControlHost,
+  ) {
+    this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
+    this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
+  }
+
+  /** A message was handed to the stream: pause the partition if its buffer is full. */
+  afterPush(control: PartitionControl): void {
+    if (
+      !control.paused &&
+      (control.ledger.window >= this.settings.maxBufferedMessages ||
+        control.bufferedBytes >= this.settings.maxBufferedBytes)
+    ) {
+      this.setBackpressure(control, true);
+    }
+  }
+
+  /** A message finished: resume the partition once its buffer drained below the threshold. */
+  afterAck(control: PartitionControl): void {
+    if (
+      control.paused &&
+      control.ledger.window <= this.resumeAtMessages &&
+      control.bufferedBytes <= this.resumeAtBytes
+    ) {
+      this.setBackpressure(control, false);
+    }
+  }
+
+  /**
+   * New partitions: librdkafka keeps application pauses across revoke and re-assignment, so set
+   * each one's state explicitly — paused if the application paused it (or everything), else
+   * running.
+   */
+  assigned(controls: readonly PartitionControl[]): void {
+    if (this.userPausedAll) for (const c of controls) this.userPaused.add(c.key);
+    const held = list(controls.filter((c) => this.userPaused.has(c.key)));
+    const running = list(controls.filter((c) => !this.userPaused.has(c.key)));
+    try {
+      if (running.length > 0) this.client.raw.resume(running);
+      if (held.length > 0) this.client.raw.pause(held);
+    } catch (err) {
+      this.logger.warn(
+        { err, running, held },
+        'pause/resume of newly assigned partitions failed: a partition paused by the application may be fetched, or one left paused by librdkafka may not be, until the next pause()/resume() or rebalance',
+      );
+    }
+  }
+
+  /** Partitions about to be released: lift the library's own pauses. */
+  releasing(controls: readonly PartitionControl[]): void {
+    for (const c of controls) if (c.paused) this.setBackpressure(c, false);
+  }
+
+  /** A seek replaced `old` by `next`: the new stream starts with an empty buffer. */
+  replaced(old: PartitionControl, next: PartitionControl): void {
+    if (!old.paused || this.userPaused.has(next.key)) return;
+    try {
+      this.client.raw.resume([{ topic: next.topic, partition: next.partition }]);
+    } catch (err) {
+      this.host
+        .partitionLogger(next)
+        .warn(
+          { err },
+          'resume after seek failed: the partition stays paused until the next rebalance',
+        );
+    }
+  }
+
+  /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
+  pause(tps?: readonly TopicPartition[]): void {
+    const targets = tps ?? [...this.host.owned()];
+    if (tps === undefined) this.userPausedAll = true;
+    for (const tp of targets) this.userPaused.add(tpKey(tp.topic, tp.partition));
+    const owned = targets.filter((tp) => this.host.owner(tpKey(tp.topic, tp.partition)));
+    if (owned.length === 0 || !this.host.running()) return;
+    try {
+      this.client.raw.pause(list(owned));
+    } catch (err) {
+      this.logger.warn({ err, partitions: list(owned) }, 'pause failed');
+    }
+    this.logger.info({ partitions: list(owned) }, 'paused by the application');
+  }
+
+  /**
+   * Resumes what `pause()` paused (everything without `tps`). A partition also paused by the
+   * library for backpressure stays paused until its buffer drains.
+   */
+  resume(tps?: readonly TopicPartition[]): void {
+    if (tps === undefined) this.userPausedAll = false;
+    const keys = tps ? tps.map((tp) => tpKey(tp.topic, tp.partition)) : [...this.userPaused];
+    for (const k of keys) this.userPaused.delete(k);
+    const ready = keys
+      .map((k) => this.host.owner(k))
+      .filter((c): c is PartitionControl => c !== undefined && !c.paused);
+    if (ready.length === 0 || !this.host.running()) return;
+    try {
+      this.client.raw.resume(list(ready));
+    } catch (err) {
+      this.logger.warn({ err, partitions: list(ready) }, 'resume failed');
+    }
+    this.logger.info({ partitions: list(ready) }, 'resumed by the application');
+  }
+
+  /** Partitions paused by the application (owned now or not). */
+  pausedByUser(): TopicPartition[] {
+    return [...this.userPaused].map((k) => {
+      const [topic = '', partition = '0'] = k.split('\u0000');
+      return { topic, partition: Number(partition) };
+    });
+  }
+
+  private setBackpressure(control: PartitionControl, paused: boolean): void {
+    if (control.state === 'released' || !this.host.controllable(control)) return;
+    try {
+      const tp = [{ topic: control.topic, partition: control.partition }];
+      // A partition the application paused stays paused when backpressure lifts.
+      if (paused) this.client.raw.pause(tp);
+      else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
+      control.paused = paused;
+      this.host
+        .partitionLogger(control)
+        .debug(
+          { buffered: control.ledger.window, bytes: control.bufferedBytes },
+          paused ? 'paused partition (buffer full)' : 'resumed partition',
+        );
+    } catch (err) {
+      this.host
+        .partitionLogger(control)
+        .warn(
+          { err },
+          paused
+            ? 'pause failed: the partition keeps fetching past its buffer limits (memory grows) until the next attempt'
+            : 'resume failed: the partition stays paused until the next attempt or rebalance',
+        );
+    }
+  }
+}

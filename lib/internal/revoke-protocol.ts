@@ -1,0 +1,218 @@
+/**
+ * The revoke protocol, top to bottom: a revoked partition's stream has ended (the caller did that
+ * when librdkafka's revoke arrived); its in-flight handlers drain; its final offset is committed
+ * and confirmed by the broker; only then is it unassigned — within the drain deadline, which a
+ * close() in progress brings forward. A revoke turns into a loss (handlers aborted, nothing
+ * committed, released at once) when librdkafka reports the assignment lost (the probe), or when
+ * the broker refuses the final commit for ownership reasons. (A revoke that librdkafka announced
+ * as a loss before it arrived — max.poll exceeded, session timeout — never starts this protocol:
+ * the engine releases it at once through the same `lose`.)
+ */
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../config';
+import type { RebalanceEvent, RebalanceProtocol, TopicPartition } from '../types';
+import type { Committer } from './committer';
+import { settlesWithin } from './conditions';
+import type { FlowControl } from './flow-control';
+import type { PartitionControl } from './partition-control';
+
+const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
+  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+
+/** One revoke: what librdkafka revoked and what this member held of it. */
+export interface RevokeContext {
+  /** The partitions to release (those of this callback not already being revoked). */
+  readonly partitions: TopicPartition[];
+  /** Their streams (already ended). */
+  readonly controls: PartitionControl[];
+  readonly protocol: RebalanceProtocol;
+  readonly generation: number;
+  readonly startedAt: number;
+  /** Handlers running when the revoke arrived. */
+  readonly inFlight: number;
+  /** False for a static member's local revoke at close: the group keeps the partitions. */
+  readonly handedOver: boolean;
+  readonly groupInstanceId: string | undefined;
+  /** librdkafka's answer: is the assignment lost? (see ConsumerClient.probeAssignmentLost) */
+  readonly lostProbe: Promise<boolean | undefined>;
+}
+
+/** What the protocol needs from the engine. */
+export interface RevokeHost {
+  readonly settings: ConsumerSettings;
+  readonly logger: Logger;
+  readonly committer: Committer;
+  readonly flow: FlowControl;
+  /** When a revoke must end because the consumer closes (+Infinity while not closing). */
+  closingBy(): number;
+  until(condition: () => boolean, deadline: number): Promise<boolean>;
+  changed(): void;
+  /** Streams a seek of these partitions replaced whose aborted handlers still run. */
+  retiredOf(partitions: readonly TopicPartition[]): PartitionControl[];
+  /** Whether the stream still owns its partition (no newer assignment took it). */
+  stillOwned(control: PartitionControl): boolean;
+  emit(event: RebalanceEvent): void;
+  /** Releases lost partitions: handlers aborted, nothing committed, `lost` emitted. */
+  lose(ctx: RevokeContext, reason: string): void;
+  unassign(partitions: TopicPartition[], protocol: RebalanceProtocol, generation: number): void;
+  forget(controls: PartitionControl[]): void;
+}
+
+/** drain → commit (confirmed) → unassign, within the drain deadline; or lost. */
+export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void> {
+  const { partitions, controls, protocol, generation, startedAt, inFlight, handedOver } = ctx;
+  const { settings, logger, committer } = host;
+  let lostByProbe = false;
+  void ctx.lostProbe.then((answer) => {
+    if (answer !== true) return;
+    lostByProbe = true;
+    // Abort the handlers now: their work no longer counts, and nothing will be committed.
+    for (const c of controls) c.fence('partition lost: librdkafka reports the assignment lost');
+    host.changed();
+  });
+  const total = settings.drainTimeoutMs;
+  const commitReserve = Math.min(settings.commitTimeoutMs, Math.floor(total / 4));
+  // The revoke deadline is tied to max.poll.interval.ms; a close() that has to finish sooner
+  // (closeTimeoutMs, a SIGTERM grace period) brings it forward, so the final commit still
+  // happens before the consumer disconnects.
+  let deadline = startedAt + total;
+  // Streams replaced by a seek of these partitions still running aborted handlers count too.
+  const isDrained = (): boolean =>
+    controls.every((c) => c.isDrained) && host.retiredOf(partitions).length === 0;
+  let drained = false;
+  for (;;) {
+    deadline = Math.min(startedAt + total, host.closingBy());
+    const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
+    const closingBy = host.closingBy();
+    drained = await host.until(
+      () => isDrained() || lostByProbe || host.closingBy() !== closingBy,
+      deadline - commitShare,
+    );
+    drained = isDrained();
+    if (drained || lostByProbe || host.closingBy() === closingBy) break;
+  }
+  // The answer normally came long before the drain ended; wait for it a little if not (it is
+  // served by the next consume call).
+  if (!lostByProbe)
+    await settlesWithin(
+      ctx.lostProbe.then(() => undefined),
+      Math.min(200, deadline - Date.now()),
+    );
+  if (lostByProbe) {
+    logger.warn(
+      { generation, partitions, inFlight, waitedMs: Date.now() - startedAt },
+      'librdkafka reports the assignment lost (this member was fenced or its session expired): handlers aborted, nothing committed',
+    );
+    host.lose(ctx, 'assignment lost (fenced by the group coordinator, or the session expired)');
+    return;
+  }
+  const stragglers = controls.filter((c) => !c.isDrained);
+  const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
+  const stuck = stragglers.map((c) => c.describe());
+  for (const c of stragglers) c.fence('drain deadline passed');
+  const drainedAt = Date.now();
+  if (!drained) {
+    logger.warn(
+      {
+        generation,
+        partitions: list(stragglers),
+        stragglers: stragglerCount,
+        stuck,
+        drainTimeoutMs: total,
+      },
+      'drain deadline passed: committing what is contiguous and releasing the partitions; the next owner may process the unfinished messages again (duplicates)',
+    );
+  }
+  logger.info(
+    { generation, partitions, inFlight, durationMs: drainedAt - startedAt, timedOut: !drained },
+    'drained',
+  );
+  host.emit({
+    type: 'drained',
+    generation,
+    protocol,
+    partitions,
+    inFlight,
+    stragglers: stragglerCount,
+    timedOut: !drained,
+    durationMs: drainedAt - startedAt,
+    at: drainedAt,
+  });
+
+  // A periodic commit sent earlier must settle first so it cannot land after the final one;
+  // it may take at most half of the commit reserve.
+  if (committer.periodicInFlight) {
+    await host.until(() => !committer.periodicInFlight, deadline - Math.floor(commitReserve / 2));
+  }
+  // Never commit for a partition a newer assignment owns (a stale revoke, Backbeat BB-835): the
+  // broker would take it under the current generation and could move the offset backwards.
+  const stillOurs = controls.filter((c) => host.stillOwned(c));
+  const results = await committer.commitFinal(stillOurs, deadline);
+  for (const c of controls) {
+    if (!stillOurs.includes(c)) {
+      results.push({
+        topic: c.topic,
+        partition: c.partition,
+        status: 'lost',
+        reason: 'reassigned by a newer rebalance before the revoke finished',
+      });
+    }
+  }
+  const committedAt = Date.now();
+  const lost = results.filter(
+    (r) =>
+      r.status === 'lost' &&
+      stillOurs.some((c) => c.partition === r.partition && c.topic === r.topic),
+  );
+  logger.info(
+    { generation, results, durationMs: committedAt - drainedAt },
+    lost.length > 0 ? 'final commit refused: partitions lost' : 'committed',
+  );
+  host.emit({
+    type: 'committed',
+    generation,
+    protocol,
+    partitions,
+    results,
+    durationMs: committedAt - drainedAt,
+    at: committedAt,
+  });
+
+  host.flow.releasing(stillOurs);
+  host.unassign(partitions, protocol, generation);
+  for (const c of controls) c.release();
+  host.forget(controls);
+  const revokedAt = Date.now();
+  if (lost.length > 0) {
+    const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
+    logger.warn(
+      { generation, partitions, reason },
+      'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)',
+    );
+    host.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
+  } else {
+    logger.info(
+      {
+        generation,
+        partitions,
+        durationMs: revokedAt - committedAt,
+        totalMs: revokedAt - startedAt,
+        handedOver,
+        ...(handedOver ? {} : { groupInstanceId: ctx.groupInstanceId }),
+      },
+      handedOver
+        ? 'revoked'
+        : 'revoked locally, not handed over: the group keeps these partitions for this group.instance.id until its session times out (a restart within it resumes them without a rebalance)',
+    );
+    host.emit({
+      type: 'revoked',
+      generation,
+      protocol,
+      partitions,
+      durationMs: revokedAt - committedAt,
+      totalMs: revokedAt - startedAt,
+      handedOver,
+      at: revokedAt,
+    });
+  }
+}

@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import * as Kafka from 'node-rdkafka';
+import { resolveSettings } from '../../lib/config';
+import { Committer } from '../../lib/internal/committer';
+import { ConsumerClient } from '../../lib/internal/consumer-client';
+import { Conditions } from '../../lib/internal/conditions';
+import { NO_OBSERVER } from '../../lib/internal/engine-observer';
+import { PartitionControl } from '../../lib/internal/partition-control';
+import { tpKey } from '../../lib/internal/rdkafka';
+import { FakeConsumer } from '../fakes/fake-consumer';
+import type { FakeOptions } from '../fakes/fake-consumer';
+
+const E = Kafka.CODES.ERRORS;
+const T = 'orders';
+
+/** A committer over a ConsumerClient over the fake, with a poll loop serving commit results. */
+function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200) {
+  const settings = resolveSettings({
+    config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g' },
+    topics: [T],
+    commitIntervalMs: 1,
+    commitTimeoutMs,
+  });
+  const logger = pino({ level: 'silent' });
+  let fake!: FakeConsumer;
+  const client = new ConsumerClient(
+    settings,
+    logger,
+    () => undefined,
+    (g) => (fake = new FakeConsumer(g as Record<string, unknown>, fakeOptions)) as never,
+  );
+  const conditions = new Conditions();
+  client.onAnswered = () => conditions.changed();
+  const committer = new Committer(client, settings, logger, undefined, {
+    progressed: () => undefined,
+    changed: () => conditions.changed(),
+    until: (c, d) => conditions.until(c, d),
+    hopeless: () => false,
+    observer: () => NO_OBSERVER,
+    partitionLogger: () => logger,
+  });
+  let polling = true;
+  const poll = async (): Promise<void> => {
+    while (polling) await client.consume(10, 1);
+  };
+  const loop = poll();
+  const control = (partition: number, done: number): PartitionControl => {
+    const c = new PartitionControl(T, partition, 1, tpKey(T, partition), () => undefined);
+    for (let o = 0; o < done; o++) {
+      c.ledger.deliver(o);
+      c.ledger.complete(o);
+    }
+    return c;
+  };
+  const stop = async (): Promise<void> => {
+    polling = false;
+    await loop;
+  };
+  return { committer, client, fake: () => fake, control, stop };
+}
+
+describe('Committer', () => {
+  it('confirms a final commit and records exactly the offset the broker confirmed', async () => {
+    const s = setup();
+    const c = s.control(0, 3);
+    const [result] = await s.committer.commitFinal([c], Date.now() + 2000);
+    assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 3 });
+    assert.equal(c.lastCommitted, 3);
+    assert.equal(s.fake().commits.get(`${T}[0]`), 3);
+    await s.stop();
+  });
+
+  it('reports an unchanged final offset without sending it again', async () => {
+    const s = setup();
+    const c = s.control(0, 3);
+    c.lastCommitted = 3;
+    const [result] = await s.committer.commitFinal([c], Date.now() + 2000);
+    assert.equal(result?.status, 'unchanged');
+    assert.ok(
+      !s
+        .fake()
+        .ops()
+        .some((o) => o.startsWith('commit(')),
+    );
+    await s.stop();
+  });
+
+  it('retries STALE_MEMBER_EPOCH and coordinator errors until the broker confirms', async () => {
+    const refusals = [E.ERR_STALE_MEMBER_EPOCH, E.ERR_NOT_COORDINATOR, E.ERR__WAIT_COORD];
+    const s = setup({ commitResult: () => refusals.shift() });
+    const c = s.control(0, 4);
+    const [result] = await s.committer.commitFinal([c], Date.now() + 5000);
+    assert.equal(result?.status, 'committed');
+    assert.equal(refusals.length, 0);
+    assert.equal(
+      s
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('commit(')).length,
+      4,
+    );
+    await s.stop();
+  });
+
+  it('reports an ownership-loss refusal as lost and does not retry it', async () => {
+    const s = setup({ commitResult: () => E.ERR_UNKNOWN_MEMBER_ID });
+    const c = s.control(0, 2);
+    const [result] = await s.committer.commitFinal([c], Date.now() + 2000);
+    assert.equal(result?.status, 'lost');
+    assert.equal(
+      s
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('commit(')).length,
+      1,
+    );
+    assert.equal(c.lastCommitted, undefined);
+    await s.stop();
+  });
+
+  it('does not send a final commit that an earlier, unanswered commit of another offset could overtake', async () => {
+    // The periodic commit of 2 is answered only after 10 000 polls: far past the deadline.
+    const s = setup({ commitPolls: (o) => (o[0]?.offset === 2 ? 10_000 : undefined) }, 50);
+    const c = s.control(0, 2);
+    s.committer.maybeCommit([c], () => true);
+    await new Promise((r) => setTimeout(r, 120)); // the periodic commit's wait times out
+    for (let o = 2; o < 5; o++) {
+      c.ledger.deliver(o);
+      c.ledger.complete(o);
+    }
+    const [result] = await s.committer.commitFinal([c], Date.now() + 300);
+    assert.equal(result?.status, 'failed', JSON.stringify(result));
+    assert.match((result as { reason: string }).reason, /still unanswered/);
+    assert.deepEqual(
+      s
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('commit(')),
+      [`commit(${T}[0]@2)`],
+      'the final offset was never sent',
+    );
+    await s.stop();
+  });
+
+  it('skips streams that are no longer current or active when the periodic commit is sent', async () => {
+    const s = setup();
+    const current = s.control(0, 2);
+    const replaced = s.control(1, 2);
+    const ended = s.control(2, 2);
+    ended.end();
+    s.committer.maybeCommit([current, replaced, ended], (c) => c !== replaced);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(
+      s
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('commit(')),
+      [`commit(${T}[0]@2)`],
+    );
+    assert.equal(current.lastCommitted, 2);
+    await s.stop();
+  });
+});

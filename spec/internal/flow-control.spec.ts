@@ -1,0 +1,122 @@
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { resolveSettings } from '../../lib/config';
+import { ConsumerClient } from '../../lib/internal/consumer-client';
+import { FlowControl } from '../../lib/internal/flow-control';
+import { PartitionControl } from '../../lib/internal/partition-control';
+import { tpKey } from '../../lib/internal/rdkafka';
+import { FakeConsumer } from '../fakes/fake-consumer';
+import type { KafkaMessage } from '../../lib';
+
+const T = 'orders';
+
+function setup() {
+  const settings = resolveSettings({
+    config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g' },
+    topics: [T],
+    maxBufferedMessages: 4,
+    resumeThreshold: 0.5,
+  });
+  const logger = pino({ level: 'silent' });
+  let fake!: FakeConsumer;
+  const client = new ConsumerClient(
+    settings,
+    logger,
+    () => undefined,
+    (g) => (fake = new FakeConsumer(g as Record<string, unknown>)) as never,
+  );
+  const owned = new Map<string, PartitionControl>();
+  const flow = new FlowControl(client, settings, logger, {
+    controllable: (c) => owned.get(c.key) === c,
+    running: () => true,
+    owner: (key) => owned.get(key),
+    owned: () => owned.values(),
+    partitionLogger: () => logger,
+  });
+  const add = (partition: number): PartitionControl => {
+    const c = new PartitionControl(T, partition, 1, tpKey(T, partition), () => undefined);
+    owned.set(c.key, c);
+    return c;
+  };
+  const message = (c: PartitionControl, offset: number): KafkaMessage =>
+    ({
+      topic: T,
+      partition: c.partition,
+      offset,
+      generation: 1,
+      size: 1,
+      signal: c.signal,
+    }) as unknown as KafkaMessage;
+  (fake as unknown as { connected: boolean }).connected = true;
+  return { flow, fake: () => fake, add, message, owned };
+}
+
+describe('FlowControl', () => {
+  it('pauses a partition whose buffer is full and resumes it below the threshold', () => {
+    const s = setup();
+    const c = s.add(0);
+    const pushed = [0, 1, 2, 3].map((o) => s.message(c, o));
+    for (const m of pushed) {
+      c.push(m);
+      s.flow.afterPush(c);
+    }
+    assert.equal(c.paused, true);
+    assert.equal(s.fake().isPaused(T, 0), true);
+    c.ack(pushed[0]!);
+    s.flow.afterAck(c);
+    assert.equal(c.paused, true, 'still above the resume threshold (2)');
+    c.ack(pushed[1]!);
+    s.flow.afterAck(c);
+    assert.equal(c.paused, false);
+    assert.equal(s.fake().isPaused(T, 0), false);
+  });
+
+  it('keeps a partition the application paused paused when backpressure lifts', () => {
+    const s = setup();
+    const c = s.add(0);
+    const pushed = [0, 1, 2, 3].map((o) => s.message(c, o));
+    for (const m of pushed) {
+      c.push(m);
+      s.flow.afterPush(c);
+    }
+    s.flow.pause([{ topic: T, partition: 0 }]);
+    for (const m of pushed) c.ack(m);
+    s.flow.afterAck(c);
+    assert.equal(c.paused, false, 'backpressure lifted');
+    assert.equal(s.fake().isPaused(T, 0), true, 'the application pause holds');
+    s.flow.resume();
+    assert.equal(s.fake().isPaused(T, 0), false);
+  });
+
+  it('re-applies application pauses to partitions assigned again, and pause() to future ones', () => {
+    const s = setup();
+    s.flow.pause([{ topic: T, partition: 1 }]);
+    const c0 = s.add(0);
+    const c1 = s.add(1);
+    s.flow.assigned([c0, c1]);
+    assert.equal(s.fake().isPaused(T, 0), false);
+    assert.equal(s.fake().isPaused(T, 1), true);
+    s.flow.pause();
+    const c2 = s.add(2);
+    s.flow.assigned([c2]);
+    assert.equal(s.fake().isPaused(T, 2), true, 'pause() without partitions covers new ones');
+    assert.deepEqual(
+      s.flow
+        .pausedByUser()
+        .map((p) => p.partition)
+        .sort(),
+      [0, 1, 2],
+    );
+  });
+
+  it('never touches a partition through a stream that no longer owns it', () => {
+    const s = setup();
+    const old = s.add(0);
+    const pushed = [0, 1, 2, 3].map((o) => s.message(old, o));
+    for (const m of pushed) old.push(m);
+    s.add(0); // a newer assignment owns the partition now
+    s.flow.afterPush(old);
+    assert.equal(old.paused, false);
+    assert.equal(s.fake().isPaused(T, 0), false);
+  });
+});
