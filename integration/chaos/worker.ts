@@ -14,7 +14,8 @@
  *   `process()` subscription) or `takeUntil` (a `takeUntil(stop$)` in the pipeline);
  * - CHAOS_STOP_ON_REVOKING=1: once per life (at least CHAOS_SELF_STOP_MIN_AGE_MS old, default
  *   2000), a `revoking` event for partitions with handlers in flight makes the worker stop itself
- *   0–50 ms later (seeded), so that the stop lands while the revoke drains;
+ *   0–50 ms later (seeded) if that revoke still drains then (else it waits for the next one), so
+ *   that the stop lands while the revoke drains;
  * - CHAOS_ON_ASSIGN_DELAY_MS: an `onAssign` hook that waits a seeded 0..N ms per partition;
  *   CHAOS_STOP_IN_ASSIGN=1: at the first call of that hook, the worker stops itself (a seeded part
  *   of the hook's wait later), so the stop lands while the assignment waits for its positions;
@@ -100,12 +101,21 @@ let stopping = false;
  * Arms this life's one self-stop `delayMs` from now; false when already armed, or (for a stop on
  * `revoking`, which needs work in flight) younger than CHAOS_SELF_STOP_MIN_AGE_MS.
  */
-function armSelfStop(cause: 'revoking' | 'assign', delayMs: number): boolean {
+function armSelfStop(
+  cause: 'revoking' | 'assign',
+  delayMs: number,
+  stillDue: () => boolean = () => true,
+): boolean {
   if (selfStopArmed || stopping) return false;
   if (cause === 'revoking' && Date.now() - bornAt < selfStopMinAgeMs) return false;
   selfStopArmed = true;
   line(`E selfstop ${Date.now()} ${cause} ${Math.round(delayMs)}`);
-  setTimeout(() => stop(cause), delayMs);
+  setTimeout(() => {
+    if (stillDue()) return stop(cause);
+    // The moment passed (the revoke finished first): wait for the next one.
+    line(`E selfstop-missed ${Date.now()} ${cause}`);
+    selfStopArmed = false;
+  }, delayMs);
   return true;
 }
 
@@ -157,7 +167,7 @@ const closed = new Promise<void>((resolve) => {
         for (const p of partitions) draining.add(p);
         line(`E revoking ${Date.now()} ${partitions.join(',')} ${busy}`);
         if (stopOnRevoking && partitions.length > 0 && busy > 0)
-          armSelfStop('revoking', random() * 50);
+          armSelfStop('revoking', random() * 50, () => partitions.some((p) => draining.has(p)));
       }
       if (e.type === 'assigned' || e.type === 'revoked' || e.type === 'lost') {
         if (e.type !== 'assigned') for (const p of partitions) draining.delete(p);
