@@ -10,16 +10,10 @@ import type { Subscription } from 'rxjs';
 import { NotAssignedError } from '../lib';
 import type { KafkaMessage } from '../lib';
 import { fakeProducerFactory } from './fakes/fake-producer';
-import { T, harness, tp, until } from './helpers/harness';
+import { T, gate, harness, tp, until } from './helpers/harness';
 
 const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
 
 const commitOps = (h: ReturnType<typeof harness>) =>
   h

@@ -10,16 +10,9 @@ import type { Subscription } from 'rxjs';
 import { ConfigError, NotAssignedError, StartPositionError } from '../lib';
 import type { KafkaMessage, PartitionStream } from '../lib';
 import type { CompletedStore } from '../lib/internal/completed-store';
-import { T, harness, tp, until } from './helpers/harness';
+import { T, gate, harness, tp, until } from './helpers/harness';
 
 const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
-
-/** A promise with its resolve exposed. */
-function gate(): { promise: Promise<void>; open: () => void } {
-  let open!: () => void;
-  const promise = new Promise<void>((r) => (open = r));
-  return { promise, open };
-}
 
 describe('graceful on every path', () => {
   let subs: Subscription[] = [];

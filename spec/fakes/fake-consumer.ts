@@ -1,11 +1,16 @@
 /**
  * A deterministic fake of the node-rdkafka KafkaConsumer subset the library uses. It follows the
  * binding's behaviours that the contract tests confirm on the real broker:
- * - commit results are delivered only from inside consume() (served by the consume loop);
+ * - commit results are delivered only from inside consume() (served by the consume loop), in the
+ *   order the commits were sent (one coordinator connection);
  * - while a revoke awaits its unassign, consume() returns no messages at all (librdkafka pauses the
  *   whole assignment);
  * - during disconnect() a still-assigned consumer gets a final revoke in which only unassign works;
  * - incrementalUnassign of a partition not assigned throws ERR__INVALID_ARG.
+ *
+ * With `member: true` (implied by `groupProtocol`) it also follows what a member of a group sees
+ * from the broker (see {@link FakeOptions.member}); the simulation (spec/sim) builds a group of
+ * such fakes over shared logs and committed offsets.
  */
 import { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
@@ -24,6 +29,36 @@ export type Call =
 
 const key = (t: { topic: string; partition: number }): string => `${t.topic}[${t.partition}]`;
 
+/** librdkafka's UNKNOWN_MEMBER_ID: the coordinator does not know this member (it left). */
+export const UNKNOWN_MEMBER_ID = 25;
+
+/** How the broker answers one commit request, decided when it is sent. */
+export interface CommitPlan {
+  /** Consume calls before the result is delivered (and the commit applied). @default commitLatencyPolls */
+  polls?: number;
+  /** Refuse it with this librdkafka error code (nothing is applied). */
+  error?: number;
+  /**
+   * Hold it — and every later request of this member, as on one coordinator connection — until
+   * {@link FakeConsumer.releaseHeld}: the client's wait times out, the broker applies it later.
+   */
+  held?: boolean;
+}
+
+/** What the broker side learns from a member fake (`member` mode), in the order it learns it. */
+export interface FakeMemberHooks {
+  /** Every call the library makes on the fake, as it is made (before its effects). */
+  call?(call: Call): void;
+  /** A commit request was sent, with its plan. */
+  commitSent?(offsets: TopicPartitionOffset[], plan: CommitPlan): void;
+  /** The broker applied (no error) or refused a commit request. */
+  commitApplied?(offsets: TopicPartitionOffset[], error: number | undefined): void;
+  /** The broker learnt that these partitions were released (unassigned) by the member. */
+  released?(keys: string[]): void;
+  /** The member left the group (after unsubscribe() once nothing was assigned, or on disconnect). */
+  left?(): void;
+}
+
 export interface FakeOptions {
   protocol?: Protocol;
   /** Decides each commit's result: a librdkafka error code, or undefined for success. */
@@ -37,36 +72,107 @@ export interface FakeOptions {
   seekError?: string;
   /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
   connectErrorEvents?: Error[];
+  /** Logs and committed offsets shared with other fakes: one group on one broker. */
+  shared?: { logs: Map<string, Message[]>; commits: Map<string, number> };
+  /**
+   * `group.protocol`: `'consumer'` is KIP-848, where `rebalanceProtocol()` is always COOPERATIVE
+   * and every rebalance callback is an incremental delta. Implies `member`.
+   */
+  groupProtocol?: 'classic' | 'consumer';
+  /**
+   * Behave as a member of a group (opt-in, so older specs keep the simpler fake):
+   * - every rebalance callback stays pending until answered (an assign by the assign call of its
+   *   partitions, a revoke once none of its partitions is assigned); consume() returns no
+   *   messages while one is pending (librdkafka pauses the assignment until the call);
+   * - unsubscribe() revokes everything still assigned — incrementally under COOPERATIVE (even
+   *   partitions an earlier revoke still holds), fully under EAGER unless a revoke of all of it is
+   *   already pending — and revokes what an assign answered later adds; the member leaves the
+   *   group once, after unsubscribe(), nothing is assigned and no assign is pending;
+   * - a commit sent after the member left fails with UNKNOWN_MEMBER_ID (25); commit() throws once
+   *   disconnected ("KafkaConsumer is disconnected"); each commit's fate comes from `commitPlan`;
+   * - the broker sees commits, releases and the leave in the order the member sent them: a held
+   *   commit holds back what follows it (see {@link CommitPlan.held});
+   * - `fence(code)` drops the member (KIP-848 FENCED_MEMBER_EPOCH, classic UNKNOWN_MEMBER_ID):
+   *   commits not yet applied and later ones fail with `code` until it answered the revoke of
+   *   everything it had; then it is a member again.
+   */
+  member?: boolean;
+  /** Decides each commit request's fate (`member` mode); `commitResult`/`commitLatencyPolls` otherwise. */
+  commitPlan?: (offsets: TopicPartitionOffset[]) => CommitPlan;
+  /** Notified of what the broker learns (`member` mode). */
+  hooks?: FakeMemberHooks;
+}
+
+/** A request of the member on its way to the broker, in sending order. */
+type OutboxItem =
+  | {
+      kind: 'commit';
+      offsets: TopicPartitionOffset[];
+      polls: number;
+      error: number | undefined;
+      held: boolean;
+      /** The member's fencing epoch when it was sent: a fence in between refuses it. */
+      epoch: number;
+    }
+  | {
+      /** librdkafka's local answer to `commit()` of the current assignment (no offsets). */
+      kind: 'local';
+      error: number;
+      offsets: TopicPartitionOffset[];
+      polls: number;
+    }
+  | { kind: 'release'; keys: string[] }
+  | { kind: 'leave' };
+
+/** A rebalance callback waiting for the application's answer (`member` mode). */
+export interface PendingCallback {
+  readonly kind: 'assign' | 'revoke';
+  readonly keys: readonly string[];
+  /** When it was fired (Date.now()). */
+  readonly at: number;
 }
 
 export class FakeConsumer extends EventEmitter {
   readonly calls: Call[] = [];
-  readonly commits = new Map<string, number>();
+  readonly commits: Map<string, number>;
   protocol: Protocol;
   private connected = false;
   private assignment: Assignment[] = [];
   /** Each partition's log; consumption reads it from a fetch position, as Kafka does. */
-  private readonly logs = new Map<string, Message[]>();
+  private readonly logs: Map<string, Message[]>;
   /** Fetch positions of assigned partitions: the committed offset (or 0) at assignment. */
   private readonly fetchPos = new Map<string, number>();
   /** App positions (one past the last delivered offset) of this assignment, for position(). */
   private readonly appPos = new Map<string, number>();
   private readonly paused = new Set<string>();
   private revokePending = false;
-  private pendingResults: { polls: number; err?: number; offsets: TopicPartitionOffset[] }[] = [];
+  /** Requests on their way to the broker (commits wait for consume() calls; see OutboxItem). */
+  private outbox: OutboxItem[] = [];
   private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
   private rr = 0;
   consumeCalls = 0;
   /** Errors the next consume() calls return instead of messages (as the binding reports them). */
   readonly consumeErrors: { code: number; message: string }[] = [];
+  /** `member` mode (see FakeOptions.member). */
+  readonly member: boolean;
+  private pendingCallbacks: PendingCallback[] = [];
+  private subscribed = false;
+  private unsubscribed = false;
+  private left = false;
+  private fencedWith: number | undefined;
+  private fenceEpoch = 0;
 
   constructor(
     readonly config: Record<string, unknown>,
     private readonly options: FakeOptions = {},
   ) {
     super();
-    this.protocol = options.protocol ?? 'EAGER';
+    this.member = options.member === true || options.groupProtocol !== undefined;
+    this.protocol =
+      options.groupProtocol === 'consumer' ? 'COOPERATIVE' : (options.protocol ?? 'EAGER');
     this.rebalanceCb = config.rebalance_cb as never;
+    this.logs = options.shared?.logs ?? new Map<string, Message[]>();
+    this.commits = options.shared?.commits ?? new Map<string, number>();
   }
 
   // --- test controls ---------------------------------------------------------------------------
@@ -94,6 +200,9 @@ export class FakeConsumer extends EventEmitter {
 
   /** Fires an ASSIGN rebalance callback. */
   rebalanceAssign(partitions: { topic: string; partition: number }[]): void {
+    if (this.member) {
+      this.pendingCallbacks.push({ kind: 'assign', keys: partitions.map(key), at: Date.now() });
+    }
     this.rebalanceCb(
       { code: E.ERR__ASSIGN_PARTITIONS, message: 'assign' },
       partitions.map((p) => ({ ...p })),
@@ -117,10 +226,61 @@ export class FakeConsumer extends EventEmitter {
   ): void {
     this.assignmentLost = options.lost === true;
     this.revokePending = true;
+    if (this.member) {
+      this.pendingCallbacks.push({ kind: 'revoke', keys: partitions.map(key), at: Date.now() });
+    }
     this.rebalanceCb(
       { code: E.ERR__REVOKE_PARTITIONS, message: 'revoke' },
       partitions.map((p) => ({ ...p })),
     );
+  }
+
+  /**
+   * The broker drops this member (`member` mode): commits not applied yet, and later ones, fail
+   * with `code` until the member answered the revoke of everything it has, fired now.
+   */
+  fence(code: number): void {
+    this.fencedWith = code;
+    this.fenceEpoch += 1;
+    // The lost revoke covers what no revoke is pending for already (those fail their commit).
+    const revoking = new Set(
+      this.pendingCallbacks.filter((c) => c.kind === 'revoke').flatMap((c) => c.keys),
+    );
+    const revoked = this.assignment.filter((p) => !revoking.has(key(p))).map((p) => ({ ...p }));
+    if (revoked.length > 0) this.revokeLater(revoked, true);
+    this.maybeRejoin();
+  }
+
+  /** Lets held commits (and what waits behind them) reach the broker. */
+  releaseHeld(): void {
+    for (const item of this.outbox) if (item.kind === 'commit') item.held = false;
+    this.pump();
+  }
+
+  /** Whether a commit is being held (see {@link CommitPlan.held}). */
+  get holdsCommits(): boolean {
+    return this.outbox.some((i) => i.kind === 'commit' && i.held);
+  }
+
+  /** Rebalance callbacks not answered yet (`member` mode). */
+  unanswered(): readonly PendingCallback[] {
+    return this.pendingCallbacks;
+  }
+
+  get isSubscribed(): boolean {
+    return this.subscribed && !this.unsubscribed;
+  }
+
+  get hasUnsubscribed(): boolean {
+    return this.unsubscribed;
+  }
+
+  get hasLeft(): boolean {
+    return this.left;
+  }
+
+  get isFenced(): boolean {
+    return this.fencedWith !== undefined;
   }
 
   /** Messages of a partition not consumed yet. */
@@ -135,6 +295,7 @@ export class FakeConsumer extends EventEmitter {
 
   /** True while a revoke awaits the application's unassign. */
   get revokeInProgress(): boolean {
+    if (this.member) return this.pendingCallbacks.some((c) => c.kind === 'revoke');
     return this.revokePending;
   }
 
@@ -154,7 +315,7 @@ export class FakeConsumer extends EventEmitter {
   // --- node-rdkafka surface --------------------------------------------------------------------
 
   connect(_opts: unknown, cb: (err: Error | null, info?: unknown) => void): this {
-    this.calls.push({ op: 'connect' });
+    this.record({ op: 'connect' });
     setImmediate(() => {
       if (this.options.connectError) {
         for (const e of this.options.connectErrorEvents ?? []) this.emit('event.error', e);
@@ -168,17 +329,30 @@ export class FakeConsumer extends EventEmitter {
   }
 
   disconnect(cb?: () => void): this {
-    this.calls.push({ op: 'disconnect' });
+    this.record({ op: 'disconnect' });
     if (this.assignment.length > 0) {
       // librdkafka's close() fires a final revoke in which only unassign works.
       this.revokePending = true;
       this.connected = false;
+      if (this.member) {
+        this.pendingCallbacks.push({
+          kind: 'revoke',
+          keys: this.assignment.map(key),
+          at: Date.now(),
+        });
+      }
       this.rebalanceCb(
         { code: E.ERR__REVOKE_PARTITIONS, message: 'revoke' },
         this.assignment.map((p) => ({ ...p })),
       );
     }
     this.connected = false;
+    if (this.member && !this.left) {
+      // Closing ends the membership; what was sent before still reaches the broker, in order.
+      this.left = true;
+      this.outbox.push({ kind: 'leave' });
+      this.pump();
+    }
     setImmediate(() => cb?.());
     return this;
   }
@@ -203,12 +377,26 @@ export class FakeConsumer extends EventEmitter {
   }
 
   subscribe(topics: string[]): this {
-    this.calls.push({ op: 'subscribe', topics: [...topics] });
+    this.record({ op: 'subscribe', topics: [...topics] });
+    this.subscribed = true;
     return this;
   }
 
   unsubscribe(): this {
-    this.calls.push({ op: 'unsubscribe' });
+    this.record({ op: 'unsubscribe' });
+    if (this.member) {
+      this.unsubscribed = true;
+      const revoked = this.assignment.map((p) => ({ ...p }));
+      const all = new Set(revoked.map(key));
+      const alreadyRevoking =
+        this.protocol === 'EAGER' &&
+        this.pendingCallbacks.some(
+          (c) => c.kind === 'revoke' && [...all].every((k) => c.keys.includes(k)),
+        );
+      if (revoked.length > 0 && !alreadyRevoking) this.revokeLater(revoked);
+      this.maybeLeave();
+      return this;
+    }
     if (this.assignment.length > 0) {
       const revoked = this.assignment.map((p) => ({ ...p }));
       setImmediate(() => this.rebalanceRevoke(revoked));
@@ -226,12 +414,15 @@ export class FakeConsumer extends EventEmitter {
     cb: (err: { code: number; message: string } | null, messages: Message[]) => void,
   ): void {
     this.consumeCalls += 1;
-    // Commit results are served from inside consume().
-    const due = this.pendingResults.filter((r) => --r.polls <= 0);
-    this.pendingResults = this.pendingResults.filter((r) => r.polls > 0);
+    // Commit results are served from inside consume(), in the order the commits were sent.
+    for (const item of this.outbox) {
+      if (item.kind === 'commit' || item.kind === 'local') item.polls -= 1;
+    }
+    const due = this.takeReady();
     const out: Message[] = [];
     if (this.injectLate.length > 0) out.push(...this.injectLate.splice(0));
-    if (!this.revokePending) {
+    const blocked = this.member ? this.pendingCallbacks.length > 0 : this.revokePending;
+    if (!blocked) {
       const active = this.assignment.filter((a) => !this.paused.has(key(a)));
       for (let i = 0; i < active.length && out.length < n; i++) {
         const a = active[(this.rr + i) % active.length]!;
@@ -251,26 +442,22 @@ export class FakeConsumer extends EventEmitter {
         cb(consumeError, []);
         return;
       }
-      for (const r of due) {
-        const err =
-          r.err === undefined
-            ? undefined
-            : Object.assign(new Error(`commit error ${r.err}`), { code: r.err });
-        if (r.err === undefined) for (const o of r.offsets) this.commits.set(key(o), o.offset);
-        this.emit('offset.commit', err, r.offsets);
-      }
+      for (const item of due) this.deliver(item, true);
       cb(null, out);
     }, delay);
   }
 
   commit(offsets?: TopicPartitionOffset | TopicPartitionOffset[] | null): this {
+    if (this.member && !this.connected) throw new Error('KafkaConsumer is disconnected');
     if (offsets === undefined || offsets === null) {
       // A commit of the current assignment: the library stores no offsets, so librdkafka answers
-      // locally — ERR__ASSIGNMENT_LOST when the assignment is lost, else ERR__NO_OFFSET.
+      // locally — ERR__ASSIGNMENT_LOST when the assignment is lost, else ERR__NO_OFFSET — at the
+      // next poll, whatever waits for the broker.
       const lost = this.assignmentLost && this.assignment.length > 0;
-      this.pendingResults.push({
+      this.outbox.push({
+        kind: 'local',
         polls: 1,
-        err: lost ? E.ERR__ASSIGNMENT_LOST : E.ERR__NO_OFFSET,
+        error: lost ? E.ERR__ASSIGNMENT_LOST : E.ERR__NO_OFFSET,
         offsets: lost
           ? []
           : this.assignment.map(
@@ -280,14 +467,110 @@ export class FakeConsumer extends EventEmitter {
       return this;
     }
     const list = Array.isArray(offsets) ? offsets : [offsets];
-    this.calls.push({ op: 'commit', offsets: list.map((o) => `${key(o)}@${o.offset}`) });
-    const err = this.options.commitResult?.(list);
-    this.pendingResults.push({
-      polls: this.options.commitPolls?.(list) ?? this.options.commitLatencyPolls ?? 1,
-      err,
-      offsets: list.map((o) => ({ ...o })),
+    this.record({ op: 'commit', offsets: list.map((o) => `${key(o)}@${o.offset}`) });
+    const copy = list.map((o) => ({ ...o }));
+    let plan: CommitPlan;
+    if (!this.member) {
+      plan = { error: this.options.commitResult?.(list) };
+    } else if (this.left) {
+      plan = { error: UNKNOWN_MEMBER_ID };
+    } else if (this.fencedWith !== undefined) {
+      plan = { error: this.fencedWith };
+    } else {
+      plan = this.options.commitPlan?.(copy) ?? { error: this.options.commitResult?.(list) };
+    }
+    this.options.hooks?.commitSent?.(copy, plan);
+    this.outbox.push({
+      kind: 'commit',
+      offsets: copy,
+      polls: plan.polls ?? this.options.commitPolls?.(list) ?? this.options.commitLatencyPolls ?? 1,
+      error: plan.error,
+      held: plan.held === true,
+      epoch: this.fenceEpoch,
     });
     return this;
+  }
+
+  private record(call: Call): void {
+    this.calls.push(call);
+    this.options.hooks?.call?.(call);
+  }
+
+  /**
+   * Removes the requests that may be answered now: local answers once due; in member mode the
+   * head of the outbox up to the first commit still waiting (one coordinator connection), else
+   * every commit whose latency has passed.
+   */
+  private takeReady(): OutboxItem[] {
+    const ready: OutboxItem[] = [];
+    let blocked = false;
+    this.outbox = this.outbox.filter((item) => {
+      const waits =
+        (item.kind === 'commit' && (item.held || item.polls > 0)) ||
+        (item.kind === 'local' && item.polls > 0);
+      if (item.kind === 'local' || !this.member) {
+        if (waits) return true;
+        ready.push(item);
+        return false;
+      }
+      if (blocked || waits) {
+        blocked = true;
+        return true;
+      }
+      ready.push(item);
+      return false;
+    });
+    return ready;
+  }
+
+  /** Releases and the leave reach the broker at once unless a commit before them waits. */
+  private pump(): void {
+    for (;;) {
+      const head = this.outbox.find((i) => i.kind !== 'local');
+      if (head === undefined) return;
+      const at = this.outbox.indexOf(head);
+      if (head.kind === 'commit') {
+        // Once disconnected nobody polls: the broker still applies what was sent.
+        if (head.held || this.connected) return;
+        this.outbox.splice(at, 1);
+        this.deliver(head, false);
+        continue;
+      }
+      this.outbox.splice(at, 1);
+      this.deliver(head, false);
+    }
+  }
+
+  /** The broker handles one request; a commit's result reaches the client when `notify`. */
+  private deliver(item: OutboxItem, notify: boolean): void {
+    const hooks = this.options.hooks;
+    if (item.kind === 'release') {
+      hooks?.released?.(item.keys);
+      return;
+    }
+    if (item.kind === 'leave') {
+      hooks?.left?.();
+      return;
+    }
+    if (item.kind === 'local') {
+      if (notify) {
+        const err = Object.assign(new Error(`commit error ${item.error}`), { code: item.error });
+        this.emit('offset.commit', err, item.offsets);
+      }
+      return;
+    }
+    let error = item.error;
+    if (error === undefined && this.member && item.epoch !== this.fenceEpoch) {
+      error = this.fencedWith ?? UNKNOWN_MEMBER_ID;
+    }
+    if (error === undefined) for (const o of item.offsets) this.commits.set(key(o), o.offset);
+    hooks?.commitApplied?.(item.offsets, error);
+    if (!notify) return;
+    const err =
+      error === undefined
+        ? undefined
+        : Object.assign(new Error(`commit error ${error}`), { code: error });
+    this.emit('offset.commit', err, item.offsets);
   }
 
   committed(
@@ -306,29 +589,61 @@ export class FakeConsumer extends EventEmitter {
 
   assign(partitions: Assignment[]): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
-    this.calls.push({ op: 'assign', partitions: partitions.map(key) });
+    this.record({ op: 'assign', partitions: partitions.map(key) });
+    const before = this.assignment.map(key);
     this.setAssignment(partitions.map((p) => ({ ...p })));
     this.revokePending = false;
     this.assignmentLost = false;
+    if (this.member) {
+      // The eager assign call answers every callback waiting (it replaces the assignment).
+      this.pendingCallbacks = [];
+      const now = new Set(this.assignment.map(key));
+      this.released(before.filter((k) => !now.has(k)));
+      this.afterAssign(partitions);
+    }
     return this;
   }
 
   unassign(): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
-    this.calls.push({ op: 'unassign' });
+    this.record({ op: 'unassign' });
+    const before = this.assignment.map(key);
     this.setAssignment([]);
     this.revokePending = false;
     this.assignmentLost = false;
+    if (this.member) {
+      this.pendingCallbacks = [];
+      this.released(before);
+    }
     return this;
   }
 
   incrementalAssign(partitions: Assignment[]): this {
     if (this.protocol !== 'COOPERATIVE')
       throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
-    this.calls.push({ op: 'incrementalAssign', partitions: partitions.map(key) });
+    if (this.member && !this.connected) {
+      throw Object.assign(new Error('KafkaConsumer is disconnected'), { code: E.ERR__STATE });
+    }
+    this.record({ op: 'incrementalAssign', partitions: partitions.map(key) });
     this.setAssignment([...this.assignment, ...partitions.map((p) => ({ ...p }))]);
     this.revokePending = false;
     this.assignmentLost = false;
+    if (this.member) {
+      const assigned = new Set(this.assignment.map(key));
+      const given = new Set(partitions.map(key));
+      let answeredEmpty = false;
+      this.pendingCallbacks = this.pendingCallbacks.filter((c) => {
+        if (c.kind !== 'assign') return true;
+        if (c.keys.length === 0) {
+          // An empty assignment is answered by the next assign call.
+          if (answeredEmpty || partitions.length > 0) return true;
+          answeredEmpty = true;
+          return false;
+        }
+        return !(c.keys.every((k) => assigned.has(k)) && c.keys.some((k) => given.has(k)));
+      });
+      this.afterAssign(partitions);
+    }
     return this;
   }
 
@@ -346,12 +661,68 @@ export class FakeConsumer extends EventEmitter {
         );
       }
     }
-    this.calls.push({ op: 'incrementalUnassign', partitions: partitions.map(key) });
+    this.record({ op: 'incrementalUnassign', partitions: partitions.map(key) });
     const gone = new Set(partitions.map(key));
     this.setAssignment(this.assignment.filter((a) => !gone.has(key(a))));
     this.revokePending = false;
     this.assignmentLost = false;
+    if (this.member) {
+      const still = new Set(this.assignment.map(key));
+      // A revoke is answered once none of its partitions is assigned any more.
+      this.pendingCallbacks = this.pendingCallbacks.filter(
+        (c) => c.kind !== 'revoke' || c.keys.some((k) => still.has(k)),
+      );
+      this.released([...gone]);
+    }
     return this;
+  }
+
+  /** After unsubscribe(), what an assign call adds is revoked again (the target is empty). */
+  private afterAssign(partitions: Assignment[]): void {
+    if (partitions.length === 0) return;
+    // Fenced: what an assign asked before the fence brings is lost too.
+    if (this.fencedWith !== undefined) this.revokeLater(partitions, true);
+    else if (this.unsubscribed && !this.left) this.revokeLater(partitions);
+  }
+
+  /** A fenced member is a member again once nothing is assigned nor waiting to be. */
+  private maybeRejoin(): void {
+    if (this.fencedWith === undefined || this.assignment.length > 0) return;
+    if (this.pendingCallbacks.some((c) => c.kind === 'assign')) return;
+    this.fencedWith = undefined;
+  }
+
+  /**
+   * A revoke librdkafka serves from a later poll: of the partitions still assigned by then (none
+   * left, or disconnected: no callback).
+   */
+  private revokeLater(partitions: Assignment[], lost = false): void {
+    const revoked = partitions.map((p) => ({ topic: p.topic, partition: p.partition }));
+    setImmediate(() => {
+      const still = new Set(this.assignment.map(key));
+      const now = revoked.filter((p) => still.has(key(p)));
+      if (now.length > 0 && this.connected) this.rebalanceRevoke(now, { lost });
+    });
+  }
+
+  /** Tells the broker (in order) that partitions were released; leaves or rejoins when due. */
+  private released(keys: string[]): void {
+    if (keys.length > 0) {
+      this.outbox.push({ kind: 'release', keys });
+      this.pump();
+    }
+    this.maybeRejoin();
+    this.maybeLeave();
+  }
+
+  /** After unsubscribe(), the member leaves once nothing is assigned nor waiting to be. */
+  private maybeLeave(): void {
+    if (!this.member || !this.unsubscribed || this.left) return;
+    if (this.assignment.length > 0) return;
+    if (this.pendingCallbacks.some((c) => c.kind === 'assign')) return;
+    this.left = true;
+    this.outbox.push({ kind: 'leave' });
+    this.pump();
   }
 
   private setAssignment(next: Assignment[]): void {
@@ -382,7 +753,7 @@ export class FakeConsumer extends EventEmitter {
 
   /** Moves the fetch position of an assigned partition (as librdkafka, purging what was fetched). */
   seek(tp: TopicPartitionOffset, _timeout: number, cb: (err?: Error) => void): this {
-    this.calls.push({ op: 'seek', partitions: [`${key(tp)}@${tp.offset}`] });
+    this.record({ op: 'seek', partitions: [`${key(tp)}@${tp.offset}`] });
     const assigned = this.assignment.some((a) => key(a) === key(tp)) && !this.options.seekError;
     if (this.options.seekError) {
       setImmediate(() => cb(new Error(this.options.seekError)));
@@ -416,13 +787,13 @@ export class FakeConsumer extends EventEmitter {
 
   pause(tps: { topic: string; partition: number }[]): void {
     if (!this.connected) throw new Error('KafkaConsumer is disconnected');
-    this.calls.push({ op: 'pause', partitions: tps.map(key) });
+    this.record({ op: 'pause', partitions: tps.map(key) });
     for (const t of tps) this.paused.add(key(t));
   }
 
   resume(tps: { topic: string; partition: number }[]): void {
     if (!this.connected) throw new Error('KafkaConsumer is disconnected');
-    this.calls.push({ op: 'resume', partitions: tps.map(key) });
+    this.record({ op: 'resume', partitions: tps.map(key) });
     for (const t of tps) this.paused.delete(key(t));
   }
 

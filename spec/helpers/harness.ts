@@ -47,3 +47,10 @@ export async function until(
     await new Promise((r) => setTimeout(r, 2));
   }
 }
+
+/** A promise with its resolve exposed: a handler that waits until the test opens it. */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((r) => (open = r));
+  return { promise, open };
+}

@@ -1,34 +1,21 @@
 import assert from 'node:assert/strict';
-import pino from 'pino';
 import * as Kafka from 'node-rdkafka';
-import { resolveSettings } from '../../lib/config';
 import { Committer } from '../../lib/internal/committer';
-import { ConsumerClient } from '../../lib/internal/consumer-client';
 import { Conditions } from '../../lib/internal/conditions';
 import { NO_OBSERVER } from '../../lib/internal/engine-observer';
 import { PartitionControl } from '../../lib/internal/partition-control';
 import { tpKey } from '../../lib/internal/rdkafka';
-import { FakeConsumer } from '../fakes/fake-consumer';
 import type { FakeOptions } from '../fakes/fake-consumer';
+import { clientOverFake } from '../helpers/client';
 
 const E = Kafka.CODES.ERRORS;
 const T = 'orders';
 
 /** A committer over a ConsumerClient over the fake, with a poll loop serving commit results. */
 function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200) {
-  const settings = resolveSettings({
-    config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g' },
-    topics: [T],
-    commitIntervalMs: 1,
-    commitTimeoutMs,
-  });
-  const logger = pino({ level: 'silent' });
-  let fake!: FakeConsumer;
-  const client = new ConsumerClient(
-    settings,
-    logger,
-    () => undefined,
-    (g) => (fake = new FakeConsumer(g as Record<string, unknown>, fakeOptions)) as never,
+  const { client, fake, settings, logger } = clientOverFake(
+    { commitIntervalMs: 1, commitTimeoutMs },
+    fakeOptions,
   );
   const conditions = new Conditions();
   client.onAnswered = () => conditions.changed();
@@ -57,7 +44,7 @@ function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200) {
     polling = false;
     await loop;
   };
-  return { committer, client, fake: () => fake, control, stop };
+  return { committer, client, fake, control, stop };
 }
 
 describe('Committer', () => {

@@ -1,30 +1,17 @@
 import assert from 'node:assert/strict';
-import pino from 'pino';
-import { resolveSettings } from '../../lib/config';
-import { ConsumerClient } from '../../lib/internal/consumer-client';
 import { FlowControl } from '../../lib/internal/flow-control';
 import { PartitionControl } from '../../lib/internal/partition-control';
 import { tpKey } from '../../lib/internal/rdkafka';
-import { FakeConsumer } from '../fakes/fake-consumer';
 import type { KafkaMessage } from '../../lib';
+import { clientOverFake } from '../helpers/client';
 
 const T = 'orders';
 
 function setup() {
-  const settings = resolveSettings({
-    config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g' },
-    topics: [T],
+  const { client, fake, settings, logger } = clientOverFake({
     maxBufferedMessages: 4,
     resumeThreshold: 0.5,
   });
-  const logger = pino({ level: 'silent' });
-  let fake!: FakeConsumer;
-  const client = new ConsumerClient(
-    settings,
-    logger,
-    () => undefined,
-    (g) => (fake = new FakeConsumer(g as Record<string, unknown>)) as never,
-  );
   const owned = new Map<string, PartitionControl>();
   const flow = new FlowControl(client, settings, logger, {
     controllable: (c) => owned.get(c.key) === c,
@@ -47,8 +34,8 @@ function setup() {
       size: 1,
       signal: c.signal,
     }) as unknown as KafkaMessage;
-  (fake as unknown as { connected: boolean }).connected = true;
-  return { flow, fake: () => fake, add, message, owned };
+  (fake() as unknown as { connected: boolean }).connected = true;
+  return { flow, fake, add, message, owned };
 }
 
 describe('FlowControl', () => {

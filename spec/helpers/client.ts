@@ -1,0 +1,33 @@
+import pino from 'pino';
+import type { Logger } from 'pino';
+import { resolveSettings } from '../../lib/config';
+import type { ConsumerSettings, ReactiveConsumerOptions } from '../../lib/config';
+import { ConsumerClient } from '../../lib/internal/consumer-client';
+import { FakeConsumer } from '../fakes/fake-consumer';
+import type { FakeOptions } from '../fakes/fake-consumer';
+
+/** A ConsumerClient over the fake binding, for specs of the units that use the client directly. */
+export function clientOverFake(
+  options: Partial<ReactiveConsumerOptions> = {},
+  fakeOptions: FakeOptions = {},
+): {
+  client: ConsumerClient;
+  fake: () => FakeConsumer;
+  settings: ConsumerSettings;
+  logger: Logger;
+} {
+  const settings = resolveSettings({
+    config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g' },
+    topics: ['orders'],
+    ...options,
+  });
+  const logger = pino({ level: 'silent' });
+  let fake!: FakeConsumer;
+  const client = new ConsumerClient(
+    settings,
+    logger,
+    () => undefined,
+    (g) => (fake = new FakeConsumer(g as Record<string, unknown>, fakeOptions)) as never,
+  );
+  return { client, fake: () => fake, settings, logger };
+}
