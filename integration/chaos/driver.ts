@@ -1,13 +1,28 @@
 /**
  * The chaos driver: creates a topic, fills it, runs N worker processes that are stopped and
  * restarted at seeded random lifetimes (SIGTERM, or SIGKILL / SIGSTOP in the crash and frozen
- * variants), lets the last set finish the backlog, and verifies the outcome against what Kafka
- * holds. Modelled on Sentry taskbroker's rebalance test, with the checks it lacks.
+ * variants) or stop themselves (while a revoke drains, while an assignment waits for its start
+ * positions), each life stopping by `close()`, `unsubscribe()` or `takeUntil` as seeded; lets the
+ * last set finish the backlog, and verifies the outcome against what Kafka holds. The broker
+ * failure kills the group's coordinator while a revoke is in flight. Modelled on Sentry
+ * taskbroker's rebalance test, with the checks it lacks.
  */
-import { execSync, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { RetryOptions } from '../../lib';
 import {
   BROKERS,
   committedOffsets,
@@ -18,6 +33,13 @@ import {
   uniqueName,
 } from '../helpers/kafka';
 import { seededRandom } from '../helpers/random';
+import { MetadataProbe } from './coordinator';
+import type { CoordinatorLookup } from './coordinator';
+import { hashUnit } from './faults';
+import type { FailurePlan, LatencyProfile } from './faults';
+
+/** How a worker stops its consumer: `await close()`, `unsubscribe()`, or `takeUntil(stop$)`. */
+export type StopMode = 'close' | 'unsubscribe' | 'takeUntil';
 
 export interface ChaosOptions {
   name: string;
@@ -42,21 +64,53 @@ export interface ChaosOptions {
   rememberCompleted?: boolean;
   /** One message's handler hangs past the drain deadline. */
   stuck?: { key: string; ms: number; drainTimeoutMs: number };
-  /** Kill one broker of a three-node cluster mid-run and bring it back. */
-  brokerFailure?: { node: number; afterMs: number; downMs: number };
+  /** Ways the lives stop, one chosen per life (seeded). @default ['close'] */
+  stopModes?: readonly StopMode[];
+  /**
+   * Per-life probabilities (non-final lives) that the worker stops itself: 0–50 ms after a
+   * `revoking` event with handlers in flight, or while its `onAssign` hook waits.
+   */
+  selfStop?: { onRevoking: number; inAssign: number };
+  /** An `onAssign` hook waiting a seeded 0..N ms per partition. */
+  onAssignDelayMs?: number;
+  /** Handler failures injected per key (deterministic per key and attempt). */
+  failures?: FailurePlan;
+  /** `process()`'s `retry` option. */
+  retry?: RetryOptions;
+  /** `process()`'s `concurrency` in each worker. @default 16 */
+  concurrency?: number;
+  /** Handler sleep profile. @default 'default' */
+  latency?: LatencyProfile;
+  /**
+   * Three-node cluster: after `afterMs`, a worker joins (a rebalance); when some member logs
+   * `revoking`, the group's coordinator (looked up then) is killed, and restarted `downMs` later.
+   */
+  brokerFailure?: { afterMs: number; downMs: number };
   replicationFactor?: number;
   topicConfig?: Record<string, string>;
   /** Deadline for the whole backlog to be processed once the restarts are over. */
   finishTimeoutMs?: number;
 }
 
+/** One life's seeded plan. */
+interface LifePlan {
+  lifetimeMs: number;
+  stopMode: StopMode;
+  /** The worker stops itself (never in a final life). */
+  selfStop: 'revoking' | 'assign' | undefined;
+  /** Pause before the slot's next life. */
+  pauseMs: number;
+}
+
 interface WorkerRun {
   slot: number;
   life: number;
+  plan: LifePlan;
   pid: number;
   startedAt: number;
   stoppedAt?: number;
-  signal?: 'SIGTERM' | 'SIGKILL';
+  /** How the driver stopped it; `self`: it stopped itself (graceful). */
+  signal?: 'SIGTERM' | 'SIGKILL' | 'self';
   frozen?: boolean;
   exitCode?: number | null;
   exitSignal?: NodeJS.Signals | null;
@@ -76,13 +130,55 @@ export interface ChaosSummary {
   freezes: number;
   rebalancesSeen: number;
   revokeMs: { max: number; median: number; count: number };
+  /** Stopped lives per kind (`signal/stopMode`, self-stops as `self:cause/stopMode`). */
+  stops: Record<string, number>;
+  /** Stops that began while a revoke drained in that worker / while its onAssign hook waited. */
+  stopsWhileDraining: number;
+  stopsWhileAssigning: number;
+  injectedFailures: number;
   duplicates: number;
   explainedDuplicates: number;
+  /** Duplicates by the kind of stop of the life that processed the message first. */
+  duplicatesByStop: Record<string, number>;
   lost: number;
+  broker?: BrokerFailureReport;
   durationMs: number;
 }
 
+/** What the coordinator kill hit. */
+export interface BrokerFailureReport {
+  /** The coordinator as the cluster answered before the kill (FindCoordinator). */
+  coordinatorBefore: number;
+  /** The lookup at the moment of the kill (metadata: leader of the group's offsets partition). */
+  lookup: CoordinatorLookup;
+  killedNode: number;
+  /** The revoke that triggered the kill: which worker, when it began, its partitions. */
+  trigger: { pid: number; revokingAt: number; partitions: string; inFlight: number };
+  killAt: number;
+  /** revoking line written → kill sent, in ms. */
+  reactionMs: number;
+  /** The coordinator the metadata named after the failover, and when. */
+  movedTo: number;
+  movedAfterMs: number;
+  downMs: number;
+  /** Members whose revoke had begun and not ended when the kill was sent. */
+  membersMidRevoke: number[];
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const execFileAsync = promisify(execFile);
+/** True if `promise` settles within `ms`, false otherwise (the timer is cleared either way). */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise.then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 const WORKER = join(__dirname, 'worker.ts');
 const KAFKA_SH = join(__dirname, '..', 'kafka', 'kafka.sh');
 
@@ -97,9 +193,27 @@ export function killLeftoverWorkers(): number {
   return n;
 }
 
+/** A life's plan, from its own seeded stream (independent of how the slots interleave). */
+function planLife(o: ChaosOptions, slot: number, life: number, final: boolean): LifePlan {
+  const r = seededRandom(Math.floor(hashUnit(`${o.seed}:life:${slot}:${life}`) * 2 ** 32));
+  const lifetimeMs = o.minLifeMs + r() * (o.maxLifeMs - o.minLifeMs);
+  const modes = o.stopModes ?? ['close'];
+  const stopMode = modes[Math.floor(r() * modes.length)] ?? 'close';
+  const s = r();
+  let selfStop: LifePlan['selfStop'];
+  if (!final && o.selfStop) {
+    if (s < o.selfStop.onRevoking) selfStop = 'revoking';
+    else if (s < o.selfStop.onRevoking + o.selfStop.inAssign) selfStop = 'assign';
+  }
+  return { lifetimeMs, stopMode, selfStop, pauseMs: r() * 1000 };
+}
+
 export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   const started = Date.now();
-  const random = seededRandom(o.seed);
+  if (o.selfStop && o.selfStop.inAssign > 0 && o.onAssignDelayMs === undefined)
+    throw new Error(`${o.name}: selfStop.inAssign needs onAssignDelayMs (the hook it stops in)`);
+  // Workers append to their files: a previous run's must not count.
+  rmSync(o.outDir, { recursive: true, force: true });
   mkdirSync(o.outDir, { recursive: true });
   const topic = uniqueName(`chaos-${o.name}`);
   const group = uniqueName(`chaos-${o.name}-group`);
@@ -117,7 +231,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   const runs: WorkerRun[] = [];
   let killCounter = 0;
 
-  const start = (slot: number, life: number): WorkerRun => {
+  const start = (slot: number, life: number, plan: LifePlan): WorkerRun => {
     const out = join(o.outDir, `worker-${slot}-${life}.out`);
     const log = join(o.outDir, `worker-${slot}-${life}.log`);
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
@@ -130,7 +244,23 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         CHAOS_OUT: out,
         CHAOS_LOG: log,
         CHAOS_SEED: String(o.seed * 1000 + slot * 100 + life),
+        CHAOS_VARIANT_SEED: String(o.seed),
         CHAOS_PARTITION_CONCURRENCY: String(o.partitionConcurrency ?? 2),
+        CHAOS_STOP_MODE: plan.stopMode,
+        ...(plan.selfStop === 'revoking' ? { CHAOS_STOP_ON_REVOKING: '1' } : {}),
+        ...(plan.selfStop === 'assign' ? { CHAOS_STOP_IN_ASSIGN: '1' } : {}),
+        ...(o.onAssignDelayMs === undefined
+          ? {}
+          : { CHAOS_ON_ASSIGN_DELAY_MS: String(o.onAssignDelayMs) }),
+        ...(o.failures
+          ? {
+              CHAOS_FAIL_RATE: String(o.failures.rate),
+              CHAOS_FAIL_ATTEMPTS: String(o.failures.maxAttempts),
+            }
+          : {}),
+        ...(o.retry ? { CHAOS_RETRY: JSON.stringify(o.retry) } : {}),
+        ...(o.concurrency === undefined ? {} : { CHAOS_CONCURRENCY: String(o.concurrency) }),
+        ...(o.latency ? { CHAOS_LATENCY: o.latency } : {}),
         ...(o.ordering ? { CHAOS_ORDERING: o.ordering } : {}),
         ...(o.rememberCompleted ? { CHAOS_REMEMBER_COMPLETED: '1' } : {}),
         ...(o.stuck
@@ -149,6 +279,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
     const run: WorkerRun = {
       slot,
       life,
+      plan,
       pid: child.pid ?? -1,
       startedAt: Date.now(),
       out,
@@ -173,13 +304,11 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
     // A worker that has not installed its SIGTERM handler yet would just die: wait until ready.
     const readyBy = Date.now() + 30_000;
     while (!isReady(run) && run.exitCode === undefined && Date.now() < readyBy) await sleep(50);
+    if (run.exitCode !== undefined) return settleExit(run);
     run.signal = signal;
     run.stoppedAt = Date.now();
     run.child.kill(signal);
-    const exited = await Promise.race([
-      run.exited.then(() => true),
-      sleep(60_000).then(() => false),
-    ]);
+    const exited = await within(run.exited, 60_000);
     if (!exited) {
       run.child.kill('SIGKILL');
       await run.exited;
@@ -190,25 +319,27 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   };
 
   const brokerEvents: Promise<void>[] = [];
+  const finals: WorkerRun[] = [];
+  let brokerReport: BrokerFailureReport | undefined;
   if (o.brokerFailure) {
     const bf = o.brokerFailure;
     brokerEvents.push(
       (async () => {
         await sleep(bf.afterMs);
-        shell(`bash ${KAFKA_SH} stop-node ${bf.node}`, o.outDir);
-        await sleep(bf.downMs);
-        shell(`bash ${KAFKA_SH} start-node ${bf.node}`, o.outDir);
+        brokerReport = await killCoordinatorMidRevoke(o, group, runs, bf.downMs, () =>
+          finals.push(start(o.workers, 0, planLife(o, o.workers, 0, true))),
+        );
       })(),
     );
   }
 
-  // Each slot restarts its worker at seeded random lifetimes, then keeps a final one running.
-  const finals: WorkerRun[] = [];
+  // Each slot restarts its worker at seeded random lifetimes (or when it stopped itself), then
+  // keeps a final one running.
   await Promise.all(
     Array.from({ length: o.workers }, async (_, slot) => {
       for (let life = 0; life < o.restartsPerWorker; life++) {
-        const run = start(slot, life);
-        const lifetime = o.minLifeMs + random() * (o.maxLifeMs - o.minLifeMs);
+        const plan = planLife(o, slot, life, false);
+        const run = start(slot, life, plan);
         // The first life: the backlog is certainly not consumed yet, so the frozen worker owns
         // partitions with work in flight (later, a fast group may have finished it all).
         if (o.freeze && slot === 0 && life === 0) {
@@ -220,16 +351,21 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
           run.frozen = true;
           await sleep(o.freeze.forMs);
           run.child.kill('SIGCONT');
-          await sleep(Math.max(0, lifetime - o.freeze.afterMs));
+          await sleep(Math.max(0, plan.lifetimeMs - o.freeze.afterMs));
         } else {
-          await sleep(lifetime);
+          const stoppedItself = await within(run.exited, plan.lifetimeMs);
+          if (stoppedItself) {
+            settleExit(run);
+            await sleep(plan.pauseMs);
+            continue;
+          }
         }
         killCounter += 1;
         const kill = o.killEvery !== undefined && killCounter % o.killEvery === 0;
         await stop(run, kill ? 'SIGKILL' : 'SIGTERM');
-        await sleep(random() * 1000);
+        await sleep(plan.pauseMs);
       }
-      finals.push(start(slot, o.restartsPerWorker));
+      finals.push(start(slot, o.restartsPerWorker, planLife(o, slot, o.restartsPerWorker, true)));
     }),
   );
   await Promise.all(brokerEvents);
@@ -250,7 +386,123 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   }
   await Promise.all(finals.map((r) => stop(r, 'SIGTERM')));
 
-  return verify(o, topic, group, runs, started);
+  return verify(o, topic, group, runs, started, brokerReport);
+}
+
+/** A worker that exited without the driver's signal: a self-stop if it logged one (graceful). */
+function settleExit(run: WorkerRun): void {
+  const s = parse(run).stops[0];
+  if (s && s.cause !== 'SIGTERM') run.signal = 'self';
+  run.stoppedAt = s?.at ?? Date.now();
+}
+
+/**
+ * Issue 19: kill the group's coordinator while a revoke is in flight. Asks the cluster which node
+ * coordinates the group (FindCoordinator), starts a worker (`join`) so that the group rebalances,
+ * waits until some member logs `revoking`, looks the coordinator up in the metadata at that moment
+ * and kills it; waits for the metadata to name a new one; restarts the node `downMs` after the kill.
+ */
+async function killCoordinatorMidRevoke(
+  o: ChaosOptions,
+  group: string,
+  runs: WorkerRun[],
+  downMs: number,
+  join: () => void,
+): Promise<BrokerFailureReport> {
+  const probe = await MetadataProbe.connect();
+  try {
+    const answer = await kafkaSh(['coordinator', group], o.outDir);
+    const coordinatorBefore = Number(/coordinator=(\d+)/.exec(answer)?.[1] ?? -1);
+    const tails = new Map<WorkerRun, { pos: number; rest: string }>();
+    for (const r of runs) tails.set(r, { pos: fileSize(r.out), rest: '' });
+    const since = Date.now();
+    join();
+    let trigger: BrokerFailureReport['trigger'] | undefined;
+    const by = since + 30_000;
+    while (trigger === undefined) {
+      for (const r of runs) {
+        if (r.exitCode !== undefined) continue;
+        const tail = tails.get(r) ?? { pos: 0, rest: '' };
+        tails.set(r, tail);
+        for (const l of readNewLines(r.out, tail)) {
+          const f = l.split(' ');
+          if (f[0] === 'E' && f[1] === 'revoking' && f[3] && +f[2]! >= since) {
+            trigger ??= {
+              pid: r.pid,
+              revokingAt: +f[2]!,
+              partitions: f[3],
+              inFlight: +(f[4] ?? 0),
+            };
+          }
+        }
+      }
+      if (trigger) break;
+      if (Date.now() > by)
+        throw new Error(`${o.name}: no member began a revoke within 30 s of a new member joining`);
+      await sleep(5);
+    }
+    const lookup = await probe.coordinatorOf(group);
+    const killAt = Date.now();
+    await kafkaSh(['stop-node', String(lookup.leader)], o.outDir);
+    let moved: CoordinatorLookup | undefined;
+    const movedBy = Date.now() + 30_000;
+    while (Date.now() < movedBy) {
+      const now = await probe.coordinatorOf(group).catch(() => undefined);
+      if (now && now.leader >= 0 && now.leader !== lookup.leader) {
+        moved = now;
+        break;
+      }
+      await sleep(200);
+    }
+    await sleep(Math.max(0, killAt + downMs - Date.now()));
+    await kafkaSh(['start-node', String(lookup.leader)], o.outDir);
+    const report: BrokerFailureReport = {
+      coordinatorBefore,
+      lookup,
+      killedNode: lookup.leader,
+      trigger,
+      killAt,
+      reactionMs: killAt - trigger.revokingAt,
+      movedTo: moved?.leader ?? -1,
+      movedAfterMs: moved ? moved.at - killAt : -1,
+      downMs,
+      membersMidRevoke: [],
+    };
+    console.log(
+      `      killed node ${report.killedNode}: coordinator of ${group} (__consumer_offsets[${lookup.partition}] of ${lookup.offsetsPartitions}, leader ${lookup.leader} at ${String(lookup.address)}; the cluster said ${coordinatorBefore}) ${report.reactionMs} ms after worker ${trigger.pid} began revoking ${trigger.partitions} (${trigger.inFlight} in flight); new coordinator ${report.movedTo} after ${report.movedAfterMs} ms; node back after ${downMs} ms`,
+    );
+    return report;
+  } finally {
+    await probe.close();
+  }
+}
+
+function fileSize(path: string): number {
+  if (!existsSync(path)) return 0;
+  const fd = openSync(path, 'r');
+  try {
+    return fstatSync(fd).size;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The complete lines appended to `path` since the last call (`tail` keeps the position). */
+function readNewLines(path: string, tail: { pos: number; rest: string }): string[] {
+  if (!existsSync(path)) return [];
+  const fd = openSync(path, 'r');
+  try {
+    const size = fstatSync(fd).size;
+    if (size <= tail.pos) return [];
+    const buf = Buffer.alloc(size - tail.pos);
+    readSync(fd, buf, 0, buf.length, tail.pos);
+    tail.pos = size;
+    const lines = (tail.rest + buf.toString('utf8')).split('\n');
+    tail.rest = lines.pop() ?? '';
+    return lines;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function ownsPartitions(run: WorkerRun): boolean {
@@ -261,7 +513,7 @@ function ownsPartitions(run: WorkerRun): boolean {
     if (f[0] !== 'E' || !f[3]) continue;
     for (const p of f[3].split(',')) {
       if (f[1] === 'assigned') owned.add(p);
-      else owned.delete(p);
+      else if (f[1] === 'revoked' || f[1] === 'lost') owned.delete(p);
     }
   }
   return owned.size > 0;
@@ -271,16 +523,18 @@ function isReady(run: WorkerRun): boolean {
   return existsSync(run.out) && readFileSync(run.out, 'utf8').includes('E ready ');
 }
 
-function shell(command: string, outDir: string): void {
+/** Runs kafka.sh (without blocking the driver) and logs its output next to the variant's. */
+async function kafkaSh(args: string[], outDir: string): Promise<string> {
   // kafka.sh treats KAFKA_BROKERS as an external cluster it must not touch.
   const env = { ...process.env };
   delete env.KAFKA_BROKERS;
-  const output = execSync(command, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env });
+  const { stdout } = await execFileAsync('bash', [KAFKA_SH, ...args], { encoding: 'utf8', env });
   writeFileSync(
     join(outDir, 'broker-events.log'),
-    `${new Date().toISOString()} ${command}\n${output}\n`,
+    `${new Date().toISOString()} kafka.sh ${args.join(' ')}\n${stdout}\n`,
     { flag: 'a' },
   );
+  return stdout;
 }
 
 interface Parsed {
@@ -291,9 +545,24 @@ interface Parsed {
   assignedAt: number[];
   stuck: { partition: number; offset: number; at: number }[];
   failedCommits: Set<number>;
+  /** Partitions this worker lost (taken away without a chance to commit). */
+  lostPartitions: Set<number>;
   lostSeen: boolean;
   revoked: number;
   lost: number;
+  /** `E stopping` lines: when the stop began, how, why, and what was going on. */
+  stops: {
+    at: number;
+    mode: string;
+    cause: string;
+    draining: number;
+    inFlight: number;
+    assignWaiting: number;
+  }[];
+  /** Revokes as [revoking at, revoked/lost at (undefined: never ended)]. */
+  revokes: [number, number | undefined][];
+  /** Injected handler failures (`X` lines). */
+  injected: { partition: number; offset: number; attempt: number }[];
   /** The worker's final metrics snapshot (written after a clean close). */
   metrics?: {
     processed: number;
@@ -314,11 +583,16 @@ function parse(run: WorkerRun): Parsed {
     assignedAt: [],
     stuck: [],
     failedCommits: new Set(),
+    lostPartitions: new Set(),
     lostSeen: false,
     revoked: 0,
     lost: 0,
+    stops: [],
+    revokes: [],
+    injected: [],
   };
   if (!existsSync(run.out)) return p;
+  let openRevoke: [number, number | undefined] | undefined;
   for (const line of readFileSync(run.out, 'utf8').split('\n')) {
     const f = line.split(' ');
     if (f[0] === 'R' && f.length >= 6) {
@@ -327,16 +601,40 @@ function parse(run: WorkerRun): Parsed {
     else if (f[0] === 'S') p.stuck.push({ partition: +f[1]!, offset: +f[2]!, at: +f[3]! });
     else if (f[0] === 'F') p.failedCommits.add(+f[1]!);
     else if (f[0] === 'M') p.metrics = JSON.parse(line.slice(2)) as Parsed['metrics'];
-    else if (f[0] === 'E') {
+    else if (f[0] === 'X') p.injected.push({ partition: +f[1]!, offset: +f[2]!, attempt: +f[3]! });
+    else if (f[0] === 'E' && f[1] === 'stopping') {
+      p.stops.push({
+        at: +f[2]!,
+        mode: f[3]!,
+        cause: f[4]!,
+        draining: +f[5]!,
+        inFlight: +f[6]!,
+        assignWaiting: +f[7]!,
+      });
+    } else if (f[0] === 'E') {
+      if (f[1] === 'revoking' && f[3]) {
+        openRevoke = [+f[2]!, undefined];
+        p.revokes.push(openRevoke);
+      }
+      if ((f[1] === 'revoked' || f[1] === 'lost') && openRevoke) {
+        openRevoke[1] = +f[2]!;
+        openRevoke = undefined;
+      }
       if (f[1] === 'revoked' || f[1] === 'lost') p.rebalances += 1;
       if (f[1] === 'revoked' && f[4]) p.revokeMs.push(+f[4]);
       if (f[1] === 'assigned' && f[3]) p.assignedAt.push(+f[2]!);
       if (f[1] === 'lost') p.lostSeen = true;
+      if (f[1] === 'lost' && f[3]) for (const x of f[3].split(',')) p.lostPartitions.add(+x);
       if (f[1] === 'revoked') p.revoked += 1;
       if (f[1] === 'lost') p.lost += 1;
     }
   }
   return p;
+}
+
+/** Stopped on purpose and allowed to finish: SIGTERM, or a stop of its own. */
+function graceful(run: WorkerRun): boolean {
+  return run.signal === 'SIGTERM' || run.signal === 'self';
 }
 
 function processedSet(runs: WorkerRun[]): Set<string> {
@@ -352,9 +650,20 @@ async function verify(
   group: string,
   runs: WorkerRun[],
   started: number,
+  broker: BrokerFailureReport | undefined,
 ): Promise<ChaosSummary> {
   const problems: string[] = [];
   const parsed = new Map(runs.map((r) => [r, parse(r)]));
+  const stopKind = (run: WorkerRun): string => {
+    const s = parsed.get(run)!.stops[0];
+    // The worker's own record wins: a self-stop that a late SIGTERM found under way is a self-stop.
+    const self =
+      run.signal === 'self' ||
+      (s !== undefined && s.cause !== 'SIGTERM' && run.signal !== 'SIGKILL');
+    const how = self ? `self:${s?.cause ?? '?'}` : (run.signal ?? 'running');
+    const lost = parsed.get(run)!.lost > 0 ? ',lost' : '';
+    return `${how}${run.frozen ? ',frozen' : ''}${lost}/${s?.mode ?? run.plan.stopMode}`;
+  };
   const byOffset = new Map<string, { pid: number; run: WorkerRun }[]>();
   for (const [run, p] of parsed) {
     for (const rec of p.records) {
@@ -392,26 +701,38 @@ async function verify(
   const stuckSet = new Set(
     [...parsed.values()].flatMap((p) => p.stuck.map((s) => `${s.partition}@${s.offset}`)),
   );
+  // A refused final commit or a lost partition excuses a duplicate only where the variant makes
+  // the world misbehave (a dead broker, a frozen or killed member); on a healthy broker with
+  // graceful stops it is the defect itself.
+  const worldMisbehaves =
+    o.brokerFailure !== undefined || o.freeze !== undefined || o.killEvery !== undefined;
   let duplicates = 0;
   let explained = 0;
+  const duplicatesByStop: Record<string, number> = {};
   for (const [k, list] of byOffset) {
     if (list.length < 2) continue;
     duplicates += list.length - 1;
+    for (const { run } of list.slice(0, -1))
+      duplicatesByStop[stopKind(run)] = (duplicatesByStop[stopKind(run)] ?? 0) + 1;
     const [partition, offset] = k.split('@').map(Number) as [number, number];
     const ok = list.every(({ run }, i) => {
       if (i === list.length - 1) return true; // the last processing is the one that counts
       if (stuckSet.has(k)) return true; // the hung handler's late completion
-      // A crash, a freeze past the session timeout, or a final commit that demonstrably failed.
+      // A crash, a freeze past the session timeout, or (where the world misbehaves) a final
+      // commit that demonstrably failed or the partition lost: taken away without a chance to
+      // commit, e.g. the coordinator gone for longer than the session timeout.
       const abrupt =
         run.signal === 'SIGKILL' ||
         run.frozen === true ||
-        parsed.get(run)!.failedCommits.has(partition);
+        (worldMisbehaves &&
+          (parsed.get(run)!.failedCommits.has(partition) ||
+            parsed.get(run)!.lostPartitions.has(partition)));
       return abrupt && offset >= lastCommit(run, partition);
     });
     if (ok) explained += list.length - 1;
     else
       problems.push(
-        `duplicate ${k} by ${list.map((x) => `${x.pid}(${x.run.signal ?? 'final'}${x.run.frozen ? ',frozen' : ''})`).join(', ')} not explained by a crash after the last confirmed commit`,
+        `duplicate ${k} by ${list.map((x) => `${x.pid}(${stopKind(x.run)})`).join(', ')} not explained by a crash, a failed commit or a lost partition after the last confirmed commit`,
       );
   }
 
@@ -468,9 +789,13 @@ async function verify(
 
   // Exit codes and error-level log lines of every gracefully stopped worker.
   for (const run of runs) {
-    if (run.signal === 'SIGTERM' && run.exitCode !== 0)
+    if (graceful(run) && run.exitCode !== 0)
       problems.push(
-        `worker ${run.pid} exited ${String(run.exitCode)}/${String(run.exitSignal)} after SIGTERM`,
+        `worker ${run.pid} (${stopKind(run)}) exited ${String(run.exitCode)}/${String(run.exitSignal)} after a graceful stop`,
+      );
+    if (run.signal === undefined)
+      problems.push(
+        `worker ${run.pid} exited ${String(run.exitCode)}/${String(run.exitSignal)} without being stopped`,
       );
     if (!existsSync(run.log)) continue;
     for (const line of readFileSync(run.log, 'utf8').split('\n')) {
@@ -489,7 +814,7 @@ async function verify(
 
   // The library's metrics agree with what the handlers and rebalance events recorded.
   for (const [run, p] of parsed) {
-    if (run.signal !== 'SIGTERM' || run.exitCode !== 0) continue;
+    if (!graceful(run) || run.exitCode !== 0) continue;
     const m = p.metrics;
     if (!m) {
       problems.push(`worker ${run.pid} closed cleanly without writing its metrics`);
@@ -499,12 +824,15 @@ async function verify(
       problems.push(
         `worker ${run.pid}: metrics say ${m.processed} processed, its handlers recorded ${p.records.length}`,
       );
-    if (m.failed !== 0) problems.push(`worker ${run.pid}: metrics report ${m.failed} failures`);
+    if (m.failed !== p.injected.length)
+      problems.push(
+        `worker ${run.pid}: metrics report ${m.failed} failed handler calls, ${p.injected.length} were injected`,
+      );
     if (m.revokes !== p.revoked || m.losses !== p.lost)
       problems.push(
         `worker ${run.pid}: metrics say ${m.revokes} revokes/${m.losses} losses, events ${p.revoked}/${p.lost}`,
       );
-    if (p.records.length > 0 && m.commitsOk === 0)
+    if (p.records.length > 0 && m.commitsOk === 0 && p.lost === 0)
       problems.push(`worker ${run.pid} processed messages but counted no confirmed commit`);
   }
   if (stuck) {
@@ -541,13 +869,69 @@ async function verify(
     }
   }
 
+  // The overlaps the variant is about must have happened, or it proved nothing.
+  const allStops = [...parsed.values()].flatMap((p) => p.stops);
+  const stopsWhileDraining = allStops.filter((s) => s.draining > 0).length;
+  const stopsWhileAssigning = allStops.filter((s) => s.assignWaiting > 0).length;
+  const selfStops = [...parsed].filter(([run]) => stopKind(run).startsWith('self:'));
+  if (
+    (o.selfStop?.onRevoking ?? 0) > 0 &&
+    !selfStops.some(([, p]) => p.stops[0]?.cause === 'revoking' && p.stops[0].draining > 0)
+  )
+    problems.push('no worker stopped itself while a revoke drained: the variant proved nothing');
+  if (
+    (o.selfStop?.inAssign ?? 0) > 0 &&
+    !selfStops.some(([, p]) => p.stops[0]?.cause === 'assign' && p.stops[0].assignWaiting > 0)
+  )
+    problems.push(
+      'no worker stopped itself while its onAssign hook waited: the variant proved nothing',
+    );
+  for (const mode of o.stopModes ?? []) {
+    if (!allStops.some((s) => s.mode === mode))
+      problems.push(`no life stopped by ${mode}: the variant proved nothing`);
+  }
+  const injectedFailures = [...parsed.values()].reduce((n, p) => n + p.injected.length, 0);
+  if (o.failures) {
+    const retriedToSuccess = [...parsed.values()].some((p) => {
+      const done = new Set(p.records.map((r) => `${r.partition}@${r.offset}`));
+      return p.injected.some((x) => done.has(`${x.partition}@${x.offset}`));
+    });
+    if (!retriedToSuccess)
+      problems.push('no injected failure was retried to success: the variant proved nothing');
+  }
+
+  if (broker) {
+    // The kill hit the coordinator, while a revoke was in flight.
+    if (broker.coordinatorBefore !== broker.lookup.leader)
+      problems.push(
+        `the cluster named node ${broker.coordinatorBefore} as the coordinator, the metadata lookup (__consumer_offsets[${broker.lookup.partition}]) node ${broker.lookup.leader}`,
+      );
+    if (broker.movedTo < 0)
+      problems.push(
+        `the coordinator did not move away from the killed node ${broker.killedNode} within 30 s`,
+      );
+    broker.membersMidRevoke = [...parsed]
+      .filter(([, p]) =>
+        p.revokes.some(
+          ([from, to]) => from <= broker.killAt && (to === undefined || to > broker.killAt),
+        ),
+      )
+      .map(([run]) => run.pid);
+    if (broker.membersMidRevoke.length === 0)
+      problems.push(
+        `no member was revoking when node ${broker.killedNode} was killed (${broker.reactionMs} ms after the revoke began): the variant proved nothing`,
+      );
+  }
+
+  const stops: Record<string, number> = {};
+  for (const run of runs) if (run.signal) stops[stopKind(run)] = (stops[stopKind(run)] ?? 0) + 1;
   const revokeMs = [...parsed.values()].flatMap((p) => p.revokeMs).sort((a, b) => a - b);
   const summary: ChaosSummary = {
     variant: o.name,
     seed: o.seed,
     messages: o.messages,
     processedRecords: [...parsed.values()].reduce((n, p) => n + p.records.length, 0),
-    restarts: runs.length - o.workers,
+    restarts: runs.filter((r) => r.life > 0).length,
     kills: runs.filter((r) => r.signal === 'SIGKILL').length,
     freezes: runs.filter((r) => r.frozen).length,
     rebalancesSeen: [...parsed.values()].reduce((n, p) => n + p.rebalances, 0),
@@ -556,9 +940,15 @@ async function verify(
       median: revokeMs[Math.floor(revokeMs.length / 2)] ?? 0,
       count: revokeMs.length,
     },
+    stops,
+    stopsWhileDraining,
+    stopsWhileAssigning,
+    injectedFailures,
     duplicates,
     explainedDuplicates: explained,
+    duplicatesByStop,
     lost: lost.length,
+    ...(broker ? { broker } : {}),
     durationMs: Date.now() - started,
   };
   writeFileSync(join(o.outDir, 'summary.json'), JSON.stringify({ ...summary, problems }, null, 2));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real Apache Kafka (KRaft) for the integration tests.
 #
-#   integration/kafka/kafka.sh up|down|reset|status|logs [N] [-f]|stop-node N|start-node N|smoke
+#   integration/kafka/kafka.sh up|down|reset|status|logs [N] [-f]|stop-node N|start-node N|coordinator GROUP|smoke
 #
 # Cluster source, in this order:
 #   1. KAFKA_BROKERS set       -> an external cluster; up/down/reset do nothing.
@@ -693,6 +693,22 @@ cmd_start_node() {
   say "node $i start-to-ready: $(secs $(($(now_ms) - t0)))"
 }
 
+cmd_coordinator() { # the cluster's own answer (FindCoordinator) for group $1
+  local group=${1:-} addrs
+  [[ -n $group ]] || die "usage: $PROG coordinator GROUP"
+  check_java
+  ensure_jars >/dev/null
+  ensure_helpers
+  if [[ -n ${KAFKA_BROKERS:-} ]]; then
+    addrs=$KAFKA_BROKERS
+  else
+    [[ -n $(state_get MODE) ]] || die "not started (run: $PROG up)"
+    load_state_settings
+    addrs=$(join_addrs port_plain)
+  fi
+  run_helper GroupCoordinator "$addrs" "$group"
+}
+
 cmd_smoke() { # KIP-848 consumer group round trip (+ the same over SASL/SCRAM)
   local addrs rf=1 topic="rx-it-smoke-$$"
   check_java
@@ -731,6 +747,7 @@ main() {
     logs) cmd_logs "$@" ;;
     stop-node) cmd_stop_node "$@" ;;
     start-node) cmd_start_node "$@" ;;
+    coordinator) cmd_coordinator "$@" ;;
     smoke) cmd_smoke ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;
