@@ -9,6 +9,16 @@ BENCH_STAMP := bench/node_modules/.install-stamp
 KAFKA := bash integration/kafka/kafka.sh
 TEST_OUTPUT := integration/.test_output
 MOCHA := node_modules/.bin/mocha
+# The local broker's first port (node N listens on KAFKA_PORT_BASE + 10 × (N − 1)); set it when
+# 9092 is taken. The tests talk to it unless KAFKA_BROKERS names an external cluster.
+KAFKA_PORT_BASE ?= 9092
+export KAFKA_PORT_BASE
+KAFKA_NODE2_PORT := $(shell echo $$(( $(KAFKA_PORT_BASE) + 10 )))
+KAFKA_NODE3_PORT := $(shell echo $$(( $(KAFKA_PORT_BASE) + 20 )))
+ifndef KAFKA_BROKERS
+KAFKA_BROKERS_TEST ?= 127.0.0.1:$(KAFKA_PORT_BASE)
+export KAFKA_BROKERS_TEST
+endif
 
 .PHONY: help
 help: ## List the targets
@@ -67,7 +77,7 @@ test-rebalance: build reset-kafka ## Rebalance chaos suite: graceful/crash/froze
 .PHONY: test-rebalance-broker
 test-rebalance-broker: build ## Broker-failure chaos variant on a fresh three-node cluster
 	KAFKA_NODES=3 $(KAFKA) reset
-	KAFKA_BROKERS_TEST=127.0.0.1:9092,127.0.0.1:9102,127.0.0.1:9112 KAFKA_REPLICATION_FACTOR=3 \
+	KAFKA_BROKERS_TEST=127.0.0.1:$(KAFKA_PORT_BASE),127.0.0.1:$(KAFKA_NODE2_PORT),127.0.0.1:$(KAFKA_NODE3_PORT) KAFKA_REPLICATION_FACTOR=3 \
 		$(MOCHA) --config .mocharc.chaos-broker.json
 	KAFKA_NODES=1 $(KAFKA) reset
 	rm -rf $(TEST_OUTPUT)/chaos
