@@ -10,9 +10,8 @@ import type { Subscription } from 'rxjs';
 import { NotAssignedError } from '../lib';
 import type { KafkaMessage } from '../lib';
 import { fakeProducerFactory } from './fakes/fake-producer';
-import { T, gate, harness, tp, until } from './helpers/harness';
+import { T, committed, gate, harness, tp, until } from './helpers/harness';
 
-const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const commitOps = (h: ReturnType<typeof harness>) =>

@@ -2,9 +2,7 @@ import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import { ErrorCode, NotAssignedError, StartPositionError } from '../lib';
 import type { AssignedPartition, KafkaMessage, StartPosition } from '../lib';
-import { T, harness, tp, until } from './helpers/harness';
-
-const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
+import { T, committed, harness, tp, until } from './helpers/harness';
 
 describe('start positions (onAssign hook)', () => {
   let subs: Subscription[] = [];

@@ -10,9 +10,7 @@ import type { Subscription } from 'rxjs';
 import { ConfigError, NotAssignedError, StartPositionError } from '../lib';
 import type { KafkaMessage, PartitionStream } from '../lib';
 import type { CompletedStore } from '../lib/internal/completed-store';
-import { T, gate, harness, tp, until } from './helpers/harness';
-
-const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
+import { T, committed, gate, harness, tp, until } from './helpers/harness';
 
 describe('graceful on every path', () => {
   let subs: Subscription[] = [];

@@ -3,9 +3,7 @@ import type { Subscription } from 'rxjs';
 import { ConfigError, HandlerError } from '../lib';
 import type { ProcessedBatch } from '../lib';
 import { fakeProducerFactory } from './fakes/fake-producer';
-import { T, harness, tp, until } from './helpers/harness';
-
-const committed = (h: ReturnType<typeof harness>, p = 0) => h.fake().commits.get(`${T}[${p}]`);
+import { T, committed, harness, tp, until } from './helpers/harness';
 
 describe('processBatch()', () => {
   let subs: Subscription[] = [];

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { killLeftoverWorkers, runChaos } from './driver';
 import { OUTPUT_ROOT } from '../helpers/output';
+import { protocolVariants } from './protocols';
 import { seededRandom } from '../helpers/random';
 import { chaosSeeds } from './seeds';
 
@@ -15,16 +16,12 @@ const seeds = chaosSeeds(1);
 // The classic session must outlast a coordinator failover (the controller notices a dead broker
 // after broker.session.timeout.ms, 6 s here, then a new coordinator loads the group): with a 6 s
 // session librdkafka drops the member itself (SESSTMOUT, a real loss: its work is redone).
-const classic = {
-  'session.timeout.ms': 30_000,
-  'heartbeat.interval.ms': 1000,
-  'max.poll.interval.ms': 45_000,
-};
-const PROTOCOLS: [string, Record<string, unknown>][] = [
-  ['eager', { ...classic, 'partition.assignment.strategy': 'range' }],
-  ['cooperative-sticky', { ...classic, 'partition.assignment.strategy': 'cooperative-sticky' }],
-  ['kip848', { 'group.protocol': 'consumer', 'max.poll.interval.ms': 20_000 }],
-];
+const PROTOCOLS = protocolVariants({
+  sessionTimeoutMs: 30_000,
+  heartbeatIntervalMs: 1000,
+  maxPollIntervalMs: 45_000,
+  kip848MaxPollIntervalMs: 20_000,
+});
 
 describe('rebalance chaos with a broker failure (real three-node cluster)', function () {
   this.timeout(600_000);

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { killLeftoverWorkers, runChaos } from './driver';
 import type { ChaosOptions } from './driver';
 import { OUTPUT_ROOT } from '../helpers/output';
+import { protocolVariants } from './protocols';
 import { BASE_SEED, chaosSeeds } from './seeds';
 
 /**
@@ -32,16 +33,11 @@ const scale = full
       maxLifeMs: 9000,
     };
 
-const classic = {
-  'session.timeout.ms': 6000,
-  'heartbeat.interval.ms': 500,
-  'max.poll.interval.ms': 20_000,
-};
-const PROTOCOLS: [string, Record<string, unknown>][] = [
-  ['eager', { ...classic, 'partition.assignment.strategy': 'range' }],
-  ['cooperative-sticky', { ...classic, 'partition.assignment.strategy': 'cooperative-sticky' }],
-  ['kip848', { 'group.protocol': 'consumer', 'max.poll.interval.ms': 20_000 }],
-];
+const PROTOCOLS = protocolVariants({
+  sessionTimeoutMs: 6000,
+  heartbeatIntervalMs: 500,
+  maxPollIntervalMs: 20_000,
+});
 
 function options(
   name: string,
@@ -142,7 +138,7 @@ describe('rebalance chaos (real broker)', function () {
       await runChaos(
         options(
           'stuck-eager',
-          { ...classic, 'partition.assignment.strategy': 'range', 'max.poll.interval.ms': 10_000 },
+          { ...PROTOCOLS[0]![1], 'max.poll.interval.ms': 10_000 },
           {
             workers: 3,
             restartsPerWorker: 2,

@@ -15,7 +15,7 @@ import type { ConsumerClient } from './consumer-client';
 import type { EngineObserver } from './engine-observer';
 import type { PartitionControl } from './partition-control';
 import type { TopicPartitionOffset } from './rdkafka';
-import { Code, OWNERSHIP_LOST_CODES, errorMessage, kafkaCodeOf } from './rdkafka';
+import { Code, OWNERSHIP_LOST_CODES, errorMessage, kafkaCodeOf, list } from './rdkafka';
 
 /** Commit errors worth retrying while the revoke deadline allows. */
 const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
@@ -30,8 +30,18 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   7, // REQUEST_TIMED_OUT
 ]);
 
-const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
-  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+/** A final commit that was not confirmed: the next owner redoes the work since the last one. */
+const failed = (
+  control: PartitionControl,
+  offset: number,
+  reason: string,
+): PartitionCommitResult => ({
+  topic: control.topic,
+  partition: control.partition,
+  status: 'failed',
+  offset,
+  reason,
+});
 
 /** What the committer needs from its owner (the engine). */
 export interface CommitterHost {
@@ -244,13 +254,7 @@ export class Committer {
             { offset, unanswered: earlier },
             'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
           );
-        results.set(control, {
-          topic: control.topic,
-          partition: control.partition,
-          status: 'failed',
-          offset,
-          reason,
-        });
+        results.set(control, failed(control, offset, reason));
         toCommit.splice(toCommit.indexOf(entry), 1);
       }
     }
@@ -329,13 +333,7 @@ export class Committer {
               : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
         );
         for (const { control, offset } of toCommit) {
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'failed',
-            offset,
-            reason,
-          });
+          results.set(control, failed(control, offset, reason));
         }
         break;
       }

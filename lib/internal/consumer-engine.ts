@@ -36,7 +36,7 @@ import {
   levelOf,
 } from './client-events';
 import type { ClientLog, OffsetReset, Verdict } from './client-events';
-import { Conditions } from './conditions';
+import { Conditions, settlesWithin } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
 import type { EngineObserver } from './engine-observer';
@@ -52,6 +52,7 @@ import {
   defaultConsumerFactory,
   fatalCauseFromText,
   kafkaCodeOf,
+  list,
   toKafkaError,
   tpKey,
 } from './rdkafka';
@@ -63,9 +64,6 @@ export type EngineState =
   | { readonly kind: 'running' }
   | { readonly kind: 'closing' }
   | { readonly kind: 'closed' };
-
-const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
-  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
 
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
@@ -1375,16 +1373,7 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      promise,
-      new Promise<void>((resolve) => {
-        timer = setTimeout(() => {
-          this.logger.warn({ ms }, 'disconnect did not finish in time');
-          resolve();
-        }, ms);
-      }),
-    ]);
-    clearTimeout(timer);
+    if (!(await settlesWithin(promise, ms)))
+      this.logger.warn({ ms }, 'disconnect did not finish in time');
   }
 }

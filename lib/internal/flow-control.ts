@@ -10,10 +10,7 @@ import type { ConsumerSettings } from '../config';
 import type { TopicPartition } from '../types';
 import type { ConsumerClient } from './consumer-client';
 import type { PartitionControl } from './partition-control';
-import { tpKey } from './rdkafka';
-
-const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
-  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+import { list, tpKey } from './rdkafka';
 
 /** What flow control needs to know from the engine. */
 export interface FlowControlHost {

@@ -237,3 +237,9 @@ export const tpKey = (topic: string, partition: number): string => `${topic}\u00
 /** The message of an error of any shape. */
 export const errorMessage = (err: unknown): string =>
   err instanceof Error ? err.message : String(err);
+
+/** Plain `{ topic, partition }` copies (drops offsets and anything else the binding attached). */
+export const list = (
+  tps: readonly { topic: string; partition: number }[],
+): { topic: string; partition: number }[] =>
+  tps.map((t) => ({ topic: t.topic, partition: t.partition }));

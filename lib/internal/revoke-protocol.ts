@@ -15,9 +15,7 @@ import type { Committer } from './committer';
 import { settlesWithin } from './conditions';
 import type { FlowControl } from './flow-control';
 import type { PartitionControl } from './partition-control';
-
-const list = (tps: readonly TopicPartition[]): TopicPartition[] =>
-  tps.map((t) => ({ topic: t.topic, partition: t.partition }));
+import { list } from './rdkafka';
 
 /** One revoke: what librdkafka revoked and what this member held of it. */
 export interface RevokeContext {

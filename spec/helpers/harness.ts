@@ -54,3 +54,7 @@ export function gate(): { promise: Promise<void>; open: () => void } {
   const promise = new Promise<void>((r) => (open = r));
   return { promise, open };
 }
+
+/** The offset the fake broker holds as committed for a partition of {@link T}. */
+export const committed = (h: Harness, partition = 0): number | undefined =>
+  h.fake().commits.get(`${T}[${partition}]`);
