@@ -1,12 +1,13 @@
 /**
- * The revoke protocol, top to bottom: a revoked partition's stream has ended (the caller did that
- * when librdkafka's revoke arrived); its in-flight handlers drain; its final offset is committed
- * and confirmed by the broker; only then is it unassigned — within the drain deadline, which a
- * close() in progress brings forward. A revoke turns into a loss (handlers aborted, nothing
- * committed, released at once) when librdkafka reports the assignment lost (the probe), or when
- * the broker refuses the final commit for ownership reasons. (A revoke that librdkafka announced
- * as a loss before it arrived — max.poll exceeded, session timeout — never starts this protocol:
- * the engine releases it at once through the same `lose`.)
+ * The revoke protocol, top to bottom: a revoked partition's stream ends (no new messages; what
+ * has not started is dropped); its in-flight handlers drain; its final offset is committed and
+ * confirmed by the broker; only then is it unassigned — within the drain deadline, which a
+ * close() in progress brings forward.
+ *
+ * Lost is decided here and only here. A revoke is a loss (handlers aborted, nothing committed,
+ * released at once: others may own the partitions already) when librdkafka announced it before
+ * the revoke arrived (max.poll exceeded, session timed out), when librdkafka reports the
+ * assignment lost (the probe), or when the broker refuses the final commit for ownership reasons.
  */
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
@@ -21,21 +22,21 @@ import { list } from './rdkafka';
 export interface RevokeContext {
   /** The partitions to release (those of this callback not already being revoked). */
   readonly partitions: TopicPartition[];
-  /** Their streams (already ended). */
+  /** Their streams. */
   readonly controls: PartitionControl[];
   readonly protocol: RebalanceProtocol;
   readonly generation: number;
   readonly startedAt: number;
-  /** Handlers running when the revoke arrived. */
-  readonly inFlight: number;
   /** False for a static member's local revoke at close: the group keeps the partitions. */
   readonly handedOver: boolean;
   readonly groupInstanceId: string | undefined;
+  /** Why librdkafka said, before this revoke, that the member was dropped (undefined: it did not). */
+  readonly announcedLost: string | undefined;
   /** librdkafka's answer: is the assignment lost? (see ConsumerClient.probeAssignmentLost) */
   readonly lostProbe: Promise<boolean | undefined>;
 }
 
-/** What the protocol needs from the engine. */
+/** What the protocol needs around it (the rebalance coordinator provides it). */
 export interface RevokeHost {
   readonly settings: ConsumerSettings;
   readonly logger: Logger;
@@ -50,16 +51,22 @@ export interface RevokeHost {
   /** Whether the stream still owns its partition (no newer assignment took it). */
   stillOwned(control: PartitionControl): boolean;
   emit(event: RebalanceEvent): void;
-  /** Releases lost partitions: handlers aborted, nothing committed, `lost` emitted. */
-  lose(ctx: RevokeContext, reason: string): void;
   unassign(partitions: TopicPartition[], protocol: RebalanceProtocol, generation: number): void;
   forget(controls: PartitionControl[]): void;
 }
 
 /** drain → commit (confirmed) → unassign, within the drain deadline; or lost. */
 export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void> {
-  const { partitions, controls, protocol, generation, startedAt, inFlight, handedOver } = ctx;
+  const { partitions, controls, protocol, generation, startedAt, handedOver } = ctx;
   const { settings, logger, committer } = host;
+  if (ctx.announcedLost !== undefined) {
+    releaseLost(ctx, host, ctx.announcedLost);
+    return;
+  }
+  const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
+  for (const c of controls) c.end();
+  logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
+  host.emit({ type: 'revoking', generation, protocol, partitions, at: startedAt });
   let lostByProbe = false;
   void ctx.lostProbe.then((answer) => {
     if (answer !== true) return;
@@ -101,7 +108,11 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
       { generation, partitions, inFlight, waitedMs: Date.now() - startedAt },
       'librdkafka reports the assignment lost (this member was fenced or its session expired): handlers aborted, nothing committed',
     );
-    host.lose(ctx, 'assignment lost (fenced by the group coordinator, or the session expired)');
+    releaseLost(
+      ctx,
+      host,
+      'assignment lost (fenced by the group coordinator, or the session expired)',
+    );
     return;
   }
   const stragglers = controls.filter((c) => !c.isDrained);
@@ -213,4 +224,18 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
       at: revokedAt,
     });
   }
+}
+
+/** Partitions taken away without a chance to commit: handlers aborted, nothing committed. */
+function releaseLost(ctx: RevokeContext, host: RevokeHost, reason: string): void {
+  const { partitions, controls, protocol, generation } = ctx;
+  for (const c of controls) c.fence(`partition lost: ${reason}`);
+  host.flow.releasing(controls);
+  host.unassign(partitions, protocol, generation);
+  host.forget(controls);
+  host.logger.warn(
+    { generation, partitions, reason },
+    'partitions lost: nothing committed; their unfinished work will be redone by the next owner',
+  );
+  host.emit({ type: 'lost', generation, protocol, partitions, reason, at: Date.now() });
 }

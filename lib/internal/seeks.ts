@@ -1,0 +1,139 @@
+/**
+ * `seek()`: moves an owned partition to a new position. Its buffered messages are dropped, its
+ * in-flight handlers are aborted and no longer count, and a fresh stream (a new ledger starting at
+ * the new offset) replaces the old one. A revoke arriving meanwhile drains the new stream.
+ *
+ * A seek belongs to the assignment it was called for: if the partition is revoked (and perhaps
+ * assigned again) before it applies, it fails with {@link NotAssignedError} and changes nothing.
+ * The native seek runs only between two consume calls (the loop calls {@link Seeks.apply}), so no
+ * rebalance can interleave with it and no stale record can reach the new stream.
+ */
+import type { Logger } from 'pino';
+import { NotAssignedError } from '../errors';
+import type { StartPosition, TopicPartition } from '../types';
+import type { Assignments } from './assignments';
+import type { ConsumerClient } from './consumer-client';
+import type { FlowControl } from './flow-control';
+import type { PartitionControl } from './partition-control';
+import { tpKey } from './rdkafka';
+import type { StartPositions } from './start-positions';
+
+interface PendingSeek {
+  readonly key: string;
+  /** The stream the seek was called for; it applies to that assignment only. */
+  readonly owner: PartitionControl;
+  readonly tp: TopicPartition;
+  readonly offset: number;
+  readonly position: StartPosition;
+  readonly resolve: () => void;
+  readonly reject: (err: Error) => void;
+}
+
+/** What seeks need around them. */
+export interface SeekHost {
+  readonly client: ConsumerClient;
+  readonly assignments: Assignments;
+  readonly startPositions: StartPositions;
+  readonly flow: FlowControl;
+  /** Whether the consumer is running (not yet closing). */
+  running(): boolean;
+  /** A fresh stream for a partition of the given generation. */
+  newControl(tp: TopicPartition, generation: number): PartitionControl;
+  /** Hands a new stream to the application. */
+  started(control: PartitionControl): void;
+  changed(): void;
+  partitionLogger(control: PartitionControl): Logger;
+}
+
+const notOwned = (tp: TopicPartition, why: string): NotAssignedError =>
+  new NotAssignedError(`Cannot seek ${tp.topic}[${tp.partition}]: ${why}`, {
+    topic: tp.topic,
+    partition: tp.partition,
+  });
+
+export class Seeks {
+  private readonly pending: PendingSeek[] = [];
+
+  constructor(private readonly host: SeekHost) {}
+
+  /** Seeks waiting for the loop. */
+  get waiting(): boolean {
+    return this.pending.length > 0;
+  }
+
+  /** Resolves the position, then waits for the loop to apply it; returns the offset. */
+  async request(tp: TopicPartition, position: StartPosition): Promise<number> {
+    const { assignments, startPositions } = this.host;
+    const key = tpKey(tp.topic, tp.partition);
+    const owner = assignments.get(key);
+    if (!this.host.running() || owner === undefined || !owner.active) {
+      throw notOwned(tp, 'this consumer does not own it right now');
+    }
+    const offset = await startPositions.resolvePosition(tp, position);
+    if (!this.stillOwnedBy(key, owner)) {
+      throw notOwned(tp, 'it was revoked while its position was looked up');
+    }
+    await new Promise<void>((resolve, reject) => {
+      this.pending.push({ key, owner, tp, offset, position, resolve, reject });
+      this.host.changed();
+    });
+    return offset;
+  }
+
+  /** Applies the seeks requested since the last consume call; only the consume loop calls it. */
+  async apply(): Promise<void> {
+    const { client, assignments, flow } = this.host;
+    for (const s of this.pending.splice(0)) {
+      const old = s.owner;
+      if (!this.stillOwnedBy(s.key, old)) {
+        s.reject(notOwned(s.tp, 'it was revoked before the seek could be applied'));
+        continue;
+      }
+      try {
+        // Timeout 0: librdkafka bumps the partition's version barrier and queues the seek before
+        // the call returns, so once it succeeds the seek is certain to apply (a timed wait could
+        // report a timeout for a seek that still happens). Only local errors (partition not
+        // assigned) fail it, and then nothing changed: the old stream goes on.
+        await client.seek({ topic: s.tp.topic, partition: s.tp.partition, offset: s.offset }, 0);
+      } catch (err) {
+        s.reject(err instanceof Error ? err : new Error(String(err)));
+        continue;
+      }
+      // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.
+      if (assignments.get(s.key) !== old || !old.active) {
+        s.reject(
+          notOwned(
+            s.tp,
+            'it was revoked or the consumer closed while the seek was applied; its stream drains from where it was',
+          ),
+        );
+        continue;
+      }
+      old.fence(`seek to ${s.offset}`);
+      const control = this.host.newControl(s.tp, old.generation);
+      control.ledger.setStart(s.offset);
+      assignments.replace(old, control);
+      flow.replaced(old, control);
+      this.host
+        .partitionLogger(control)
+        .info(
+          { offset: s.offset, position: s.position },
+          'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
+        );
+      this.host.started(control);
+      s.resolve();
+    }
+    this.host.changed();
+  }
+
+  /** Fails every seek still waiting (the consumer closed). */
+  rejectAll(): void {
+    for (const s of this.pending.splice(0)) {
+      s.reject(notOwned(s.tp, 'the consumer closed before the seek could be applied'));
+    }
+  }
+
+  private stillOwnedBy(key: string, owner: PartitionControl): boolean {
+    return this.host.assignments.get(key) === owner && owner.active && this.host.running();
+  }
+}
