@@ -61,6 +61,11 @@ export class Committer {
   /** The periodic commit in flight (its memory write included). */
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
+  /** What the last completed-offset memory written for each stream said. */
+  private readonly memoriesWritten = new WeakMap<
+    PartitionControl,
+    { readonly nonEmpty: boolean; readonly signature: string }
+  >();
 
   constructor(
     private readonly client: ConsumerClient,
@@ -140,9 +145,7 @@ export class Committer {
         this.host.progressed();
         this.host.observer().commit('periodic', offsets, Date.now() - sentAt);
         for (const { control, offset } of sent) {
-          if (control.lastCommitted === undefined || offset > control.lastCommitted) {
-            control.lastCommitted = offset;
-          }
+          control.confirmCommitted(offset);
         }
         this.logger.debug({ offsets }, 'committed');
       })
@@ -178,9 +181,11 @@ export class Committer {
     const signatures: string[] = [];
     for (const { control, offset } of batch) {
       const completed = control.ledger.completedAbove(Number.MAX_SAFE_INTEGER);
-      if (completed.length === 0 && !control.memoryWritten) continue;
+      const last = this.memoriesWritten.get(control);
+      // An empty memory is written only to replace a non-empty one.
+      if (completed.length === 0 && !(last?.nonEmpty ?? false)) continue;
       const signature = `${offset}:${completed.length}:${completed[completed.length - 1] ?? -1}`;
-      if (signature === control.memorySignature) continue; // unchanged since the last write
+      if (signature === last?.signature) continue; // unchanged since the last write
       entries.push({ topic: control.topic, partition: control.partition, base: offset, completed });
       written.push(control);
       signatures.push(signature);
@@ -189,8 +194,10 @@ export class Committer {
     try {
       await store.save(entries);
       written.forEach((c, i) => {
-        c.memoryWritten = (entries[i]?.completed.length ?? 0) > 0;
-        c.memorySignature = signatures[i];
+        this.memoriesWritten.set(c, {
+          nonEmpty: (entries[i]?.completed.length ?? 0) > 0,
+          signature: signatures[i] ?? '',
+        });
       });
     } catch (err) {
       this.logger.warn(
@@ -275,7 +282,7 @@ export class Committer {
         );
         this.host.observer().commit('revoke', offsets, Date.now() - sentAt);
         for (const { control, offset } of toCommit) {
-          control.lastCommitted = offset;
+          control.confirmCommitted(offset);
           results.set(control, {
             topic: control.topic,
             partition: control.partition,

@@ -368,7 +368,7 @@ export class ConsumerEngine implements ProcessorHost {
         );
         continue;
       }
-      if (control.skip?.has(m.offset)) {
+      if (control.finishedBefore(m.offset)) {
         // A previous owner finished it (completed-offset memory): count it done, don't redo it.
         control.skipCompleted(m.offset);
         continue;

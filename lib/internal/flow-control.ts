@@ -154,7 +154,7 @@ export class FlowControl {
       // A partition the application paused stays paused when backpressure lifts.
       if (paused) this.client.raw.pause(tp);
       else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
-      control.paused = paused;
+      control.markPaused(paused);
       this.host
         .partitionLogger(control)
         .debug(

@@ -31,21 +31,13 @@ export class PartitionControl implements PartitionStream {
   private drainedResolve!: () => void;
   /** Resolves once the partition's pipeline is drained after `end()`. */
   readonly drained: Promise<void>;
-  /** Payload bytes of delivered, unfinished messages. */
-  bufferedBytes = 0;
-  /** Handlers running now, when the pipeline reports them (`process()` does). */
-  running = 0;
+  private bufferedBytes_ = 0;
+  private running_ = 0;
   private tracksRunning = false;
-  /** The last offset the broker confirmed for this assignment. */
-  lastCommitted: number | undefined;
-  /** Paused by the library for backpressure. */
-  paused = false;
+  private lastCommitted_: number | undefined;
+  private paused_ = false;
   /** Offsets a previous owner already finished (completed-offset memory): skipped, not redone. */
-  skip: Set<number> | undefined;
-  /** Whether the last memory written for this stream was non-empty (an empty one must follow). */
-  memoryWritten = false;
-  /** What the last written memory said (base, size, last offset), to skip unchanged rewrites. */
-  memorySignature: string | undefined;
+  private skip: Set<number> | undefined;
 
   constructor(
     readonly topic: string,
@@ -77,6 +69,62 @@ export class PartitionControl implements PartitionStream {
     });
   }
 
+  /** Payload bytes of delivered, unfinished messages. */
+  get bufferedBytes(): number {
+    return this.bufferedBytes_;
+  }
+
+  /** Handlers running now, when the pipeline reports them (`process()` does). */
+  get running(): number {
+    return this.running_;
+  }
+
+  /** The last offset the broker confirmed for this assignment (written by the committer). */
+  get lastCommitted(): number | undefined {
+    return this.lastCommitted_;
+  }
+
+  /** Paused by the library for backpressure (written by flow control). */
+  get paused(): boolean {
+    return this.paused_;
+  }
+
+  /**
+   * Where this stream starts: the offset chosen before its first message (the `onAssign` hook, a
+   * `latest` start, a seek) and the offsets above it a previous owner already finished.
+   */
+  startAt(offset: number | undefined, completed?: readonly number[]): void {
+    if (offset !== undefined) this.ledger.setStart(offset);
+    if (completed !== undefined && completed.length > 0) this.skip = new Set(completed);
+  }
+
+  /** Whether a previous owner finished this offset (then it is counted done, not redone). */
+  finishedBefore(offset: number): boolean {
+    return this.skip !== undefined && this.skip.has(offset);
+  }
+
+  /** The broker confirmed a commit of `offset` for this assignment (only the committer calls it). */
+  confirmCommitted(offset: number): void {
+    if (this.lastCommitted_ === undefined || offset > this.lastCommitted_) {
+      this.lastCommitted_ = offset;
+    }
+  }
+
+  /** Flow control paused or resumed the partition for backpressure (only it calls this). */
+  markPaused(paused: boolean): void {
+    this.paused_ = paused;
+  }
+
+  /** A handler of this partition started (`process()` reports them). */
+  handlerStarted(): void {
+    this.running_ += 1;
+  }
+
+  /** A handler of this partition ended. */
+  handlerEnded(): void {
+    this.running_ -= 1;
+  }
+
   get signal(): AbortSignal {
     return this.controller.signal;
   }
@@ -96,14 +144,14 @@ export class PartitionControl implements PartitionStream {
 
   /** Handlers in flight: reported by the pipeline, or delivered-but-unacked messages. */
   get inFlight(): number {
-    return this.tracksRunning ? this.running : this.ledger.unfinished;
+    return this.tracksRunning ? this.running_ : this.ledger.unfinished;
   }
 
   /** Hands a message to the pipeline. Returns false (message dropped) unless the partition is active. */
   push(message: KafkaMessage): boolean {
     if (this.state_ !== 'active') return false;
     this.ledger.deliver(message.offset);
-    this.bufferedBytes += message.size;
+    this.bufferedBytes_ += message.size;
     if (this.subscriber) this.subscriber.next(message);
     else this.pendingBeforeSubscribe.push(message);
     return true;
@@ -133,7 +181,7 @@ export class PartitionControl implements PartitionStream {
     }
     if (this.state_ === 'fenced' || this.state_ === 'released') return;
     if (!this.ledger.complete(message.offset)) return;
-    this.bufferedBytes -= message.size;
+    this.bufferedBytes_ -= message.size;
     this.checkDrained();
     this.onChange(this);
   }
@@ -210,7 +258,7 @@ export class PartitionControl implements PartitionStream {
       partition: this.partition,
       generation: this.generation,
       state: this.state_,
-      running: this.running,
+      running: this.running_,
       unfinished: this.ledger.unfinished,
       committable: this.ledger.committable(),
       pipelineFinalized: this.pipelineFinalized,

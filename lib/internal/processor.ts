@@ -127,10 +127,10 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         () => {
           if (!keyed && !partition.active) return EMPTY;
           if (partition.signal.aborted) return EMPTY;
-          partition.running += 1;
+          partition.handlerStarted();
           return this.handle(partition, messages).pipe(
             finalize(() => {
-              partition.running -= 1;
+              partition.handlerEnded();
             }),
           );
         },

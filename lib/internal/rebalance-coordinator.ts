@@ -258,10 +258,7 @@ export class RebalanceCoordinator {
       const key = tpKey(tp.topic, tp.partition);
       assignments.get(key)?.fence('reassigned in a newer generation');
       const control = this.host.newControl(tp, generation);
-      const start = starts.get(key);
-      if (start !== undefined) control.ledger.setStart(start);
-      const remembered = memories.get(key);
-      if (remembered) control.skip = new Set(remembered);
+      control.startAt(starts.get(key), memories.get(key));
       assignments.take(control);
       controls.push(control);
     }

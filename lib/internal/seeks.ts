@@ -111,7 +111,7 @@ export class Seeks {
       }
       old.fence(`seek to ${s.offset}`);
       const control = this.host.newControl(s.tp, old.generation);
-      control.ledger.setStart(s.offset);
+      control.startAt(s.offset);
       assignments.replace(old, control);
       flow.replaced(old, control);
       this.host

@@ -61,7 +61,7 @@ describe('Committer', () => {
   it('reports an unchanged final offset without sending it again', async () => {
     const s = setup();
     const c = s.control(0, 3);
-    c.lastCommitted = 3;
+    c.confirmCommitted(3);
     const [result] = await s.committer.commitFinal([c], Date.now() + 2000);
     assert.equal(result?.status, 'unchanged');
     assert.ok(
