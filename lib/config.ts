@@ -1,4 +1,4 @@
-import type { Logger } from 'pino';
+import type { LoggerLike } from './logger';
 import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
 import { ConfigError } from './errors';
 import type { AssignedPartition, StartPosition } from './types';
@@ -57,8 +57,12 @@ export interface ReactiveConsumerOptions {
   topicConfig?: ConsumerTopicConfig;
   /** Topics to subscribe to. A name starting with `^` is a regular expression (librdkafka syntax). */
   topics: readonly string[] | string;
-  /** A pino logger; the library logs through child loggers of it. @default a silent logger */
-  logger?: Logger;
+  /**
+   * A pino logger, or any logger with pino's calling convention (`info(fields, message)`,
+   * `child(bindings)`; see {@link LoggerLike}); the library logs through child loggers of it.
+   * @default a silent pino logger
+   */
+  logger?: LoggerLike;
   /**
    * A handler running longer than this is reported as stalled (a warning, a metric, a diagnostics
    * event, and `health()` fails) and again when it completes, in ms. 0 disables the detection.
@@ -89,6 +93,11 @@ export interface ReactiveConsumerOptions {
    * @default 25000
    */
   closeTimeoutMs?: number;
+  /**
+   * Closes the consumer (gracefully, as {@link ReactiveConsumer.close}) when this signal aborts:
+   * tie it to the service's shutdown. A signal aborted already closes it at once.
+   */
+  signal?: AbortSignal;
   /** Longest wait for the first connection to the cluster, in ms. @default 30000 */
   connectTimeoutMs?: number;
   /** Most messages taken from librdkafka by one `consume(n)` call. @default 500 */
@@ -329,10 +338,24 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
   if (typeof resumeThreshold !== 'number' || !(resumeThreshold >= 0 && resumeThreshold < 1)) {
     fail('resumeThreshold', 'a number in [0, 1)', resumeThreshold);
   }
+  if (
+    options.signal !== undefined &&
+    (typeof options.signal !== 'object' ||
+      options.signal === null ||
+      typeof (options.signal as { aborted?: unknown }).aborted !== 'boolean' ||
+      typeof (options.signal as { addEventListener?: unknown }).addEventListener !== 'function')
+  ) {
+    fail('signal', 'an AbortSignal', options.signal);
+  }
   if (options.logger !== undefined) {
     const logger = options.logger as unknown as Record<string, unknown>;
-    if (typeof logger !== 'object' || logger === null || typeof logger.child !== 'function') {
-      fail('logger', 'a pino logger', options.logger);
+    const methods = ['child', 'error', 'warn', 'info', 'debug'];
+    if (
+      typeof logger !== 'object' ||
+      logger === null ||
+      methods.some((m) => typeof logger[m] !== 'function')
+    ) {
+      fail('logger', `a pino-compatible logger (with ${methods.join(', ')})`, options.logger);
     }
   }
 

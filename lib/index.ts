@@ -21,6 +21,7 @@ export {
 export type { KafkaCoordinates } from './errors';
 export { resolveSettings, DEFAULTS, DEFAULT_PREFETCH, DEFAULT_DRAIN_FRACTION } from './config';
 export type { ReactiveConsumerOptions, ConsumerSettings } from './config';
+export type { LoggerLike, LogFn } from './logger';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './internal/rdkafka';
 export { ReactiveConsumer } from './reactive-consumer';
 export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';

@@ -17,7 +17,7 @@ import type { ConsumerHealth, HealthOptions } from './health';
 import type { ConsumerMetrics } from './metrics';
 import type { PartitionControl } from './internal/partition-control';
 import type { ConsumerFactory } from './internal/rdkafka';
-import { defaultLogger } from './logger';
+import { asLogger, defaultLogger } from './logger';
 import type {
   ConsumerEvent,
   MessageHandler,
@@ -97,7 +97,7 @@ export class ReactiveConsumer {
     private readonly internals: ReactiveConsumerInternals = {},
   ) {
     this.settings = resolveSettings(options);
-    const base = options.logger ?? defaultLogger();
+    const base = options.logger ? asLogger(options.logger) : defaultLogger();
     this.logger = base.child({ component: 'reactive-rdkafka', group: this.settings.groupId });
     this.engine = new ConsumerEngine(
       this.settings,
@@ -110,6 +110,17 @@ export class ReactiveConsumer {
     this.observability = new ConsumerObservability(this.engine, this.settings, this.logger);
     this.metrics$ = this.observability.metrics$();
     attachObservability(this, this.observability);
+    const signal = options.signal;
+    if (signal !== undefined) {
+      const onAbort = (): void => {
+        this.logger.info('the signal aborted: closing');
+        void this.close().catch((err: unknown) =>
+          this.logger.warn({ err }, 'close on abort failed'),
+        );
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    }
     this.partitions$ = new Observable<PartitionControl>((subscriber) => {
       if (this.attached) {
         subscriber.error(
@@ -387,6 +398,11 @@ export class ReactiveConsumer {
     await Promise.all(
       [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),
     );
+  }
+
+  /** `await using consumer = new ReactiveConsumer(…)` closes it (gracefully) at the end of the scope. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 
   private warnOnSmallThreadPool(): void {

@@ -156,7 +156,7 @@ describe('failure policies', () => {
   });
 
   it('abandons a retry still in backoff at the drain deadline: released then, message left for the next owner', async () => {
-    const s = setup({}, {}, {}, { drainTimeoutMs: 300 });
+    const s = setup({}, {}, {}, { drainTimeoutMs: 1500 });
     const r = run(
       s,
       (m) => {
