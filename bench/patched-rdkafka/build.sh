@@ -33,6 +33,7 @@ OUT=$(cd "$OUT" && pwd -P)
 DEST=$OUT/node-rdkafka
 WORK=$OUT/node-rdkafka.tmp
 rm -rf "$WORK"
+trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/build/Release/obj" "$WORK/build/deps"
 cp -a "$SRC/package.json" "$SRC/librdkafka.js" "$SRC/lib" "$SRC/src" "$WORK/"
 cp -a "$SRC/build/deps/librdkafka.so.1" "$SRC/build/deps/librdkafka++.so.1" "$WORK/build/deps/"
