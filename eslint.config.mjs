@@ -11,6 +11,7 @@ export default tseslint.config(
       'integration/.kafka/**',
       'integration/.test_output/**',
       'bench/node_modules/**',
+      'bench/.patched-rdkafka/**',
       'docs/api/**',
     ],
   },

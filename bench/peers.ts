@@ -33,6 +33,7 @@ export interface KafkaJsBatch {
 export interface KafkaJsRunConfig {
   partitionsConsumedConcurrently?: number;
   autoCommit?: boolean;
+  autoCommitInterval?: number;
   eachMessage?: (payload: {
     topic: string;
     partition: number;
@@ -44,6 +45,7 @@ export interface KafkaJsRunConfig {
     heartbeat: () => Promise<void>;
     isRunning: () => boolean;
     isStale: () => boolean;
+    commitOffsetsIfNecessary: () => Promise<void>;
   }) => Promise<void>;
 }
 
@@ -51,6 +53,7 @@ export interface KafkaJsConsumer {
   connect(): Promise<void>;
   subscribe(s: { topics: string[]; fromBeginning?: boolean }): Promise<void>;
   run(config: KafkaJsRunConfig): Promise<void>;
+  commitOffsets(offsets: { topic: string; partition: number; offset: string }[]): Promise<void>;
   disconnect(): Promise<void>;
   on(event: string, listener: (e: { payload: Record<string, unknown> }) => void): () => void;
   events: { GROUP_JOIN: string; REBALANCING: string; CRASH: string };

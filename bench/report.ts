@@ -1,4 +1,5 @@
 /** Renders results.json into the markdown report, its two SVG charts, and the console summary. */
+import type { ContenderId } from './contenders';
 import type { BenchResults, ThroughputSummary } from './results';
 import { summarizeJoin, summarizeRevoke, summarizeThroughput } from './results';
 import { PROTOCOL_LABELS } from './settings';
@@ -100,6 +101,157 @@ function verdict(rows: ThroughputSummary[]): string[] {
     });
 }
 
+/** "a → b (×r)" for one pair of rows of one data set, or undefined when either is missing. */
+function pair(
+  results: BenchResults,
+  dataSet: string,
+  from: ContenderId,
+  to: ContenderId,
+): { from: ThroughputSummary; to: ThroughputSummary } | undefined {
+  const rows = summarizeThroughput(results, dataSet);
+  const a = rows.find((r) => r.contender.id === from && r.ok > 0);
+  const b = rows.find((r) => r.contender.id === to && r.ok > 0);
+  return a && b ? { from: a, to: b } : undefined;
+}
+
+const TUNED_PAIRS: [ContenderId, ContenderId][] = [
+  ['kafkajs-eachMessage', 'kafkajs-eachMessage-tuned'],
+  ['kafkajs-eachBatch', 'kafkajs-eachBatch-tuned'],
+  ['platformatic-stream', 'platformatic-stream-tuned'],
+];
+
+/** Why the peers have default and tuned rows, and what the tuning changed in this run. */
+function peerSettings(results: BenchResults): string[] {
+  const md = [
+    '### Peer settings: defaults and tuned',
+    '',
+    'A side run of KafkaJS `eachBatch` with auto-commit off measured 2.1× the raw loop at 1 KiB on',
+    'one partition, against 0.46× for the default row of an earlier report. Both were right: they',
+    'measure different settings. Single runs, 1 KiB × 250,000, on this machine (2026-12-01, noisy):',
+    '',
+    '| Topic | Contender | msg/s | × raw (same topic) | OffsetCommit requests |',
+    '| --- | --- | ---: | ---: | ---: |',
+    '| 1 partition | node-rdkafka raw | 155,794 | 1.00× | 0 |',
+    '| 1 partition | KafkaJS eachBatch, defaults (auto-commit) | 90,171 | 0.58× | 259 |',
+    '| 1 partition | KafkaJS eachBatch, `autoCommit: false` | 334,239 | 2.15× | 0 |',
+    '| 12 partitions | node-rdkafka raw | 180,166 | 1.00× | 0 |',
+    '| 12 partitions | KafkaJS eachBatch, defaults (auto-commit) | 103,106 | 0.57× | 274 |',
+    '| 12 partitions | KafkaJS eachBatch, `autoCommit: false` | 288,722 | 1.60× | 0 |',
+    '',
+    "- **Auto-commit is the whole difference.** With auto-commit on, KafkaJS's runner awaits an",
+    '  OffsetCommit round-trip after *every* batch (`runner.js` `handleBatch` → `autoCommitOffsets()`),',
+    '  one per ~1 MiB (`maxBytesPerPartition`) of records, ≈ 6 ms each against this broker, before',
+    '  it fetches again. `autoCommitInterval: 5000` does not change that (274 commits, 88,526 msg/s):',
+    '  the interval only gates the extra commit inside `eachMessage`/`commitOffsetsIfNecessary`.',
+    '- **Partitions matter little.** The single-partition ratio is higher mainly because the raw loop',
+    '  was slower on one partition (155,794 against 180,166 msg/s).',
+    '  `partitionsConsumedConcurrently` 4 → 12 changed nothing with auto-commit (93,934) and was',
+    '  within noise without it (221k–289k).',
+    '- **Fetch sizes and waits do not help on a backlog.** `maxBytesPerPartition` 10 MiB and',
+    '  `maxBytes` 50 MiB: 6 fetches instead of 30, 229,262 msg/s against 221,161, peak RSS 424 MB',
+    '  against 228 MB. `minBytes`/`maxWaitTimeInMs` only act once the backlog is consumed.',
+    '- **The measurement window does not explain it, but it flatters big fetches.** msg/s counts',
+    '  from the first to the last message for everyone. KafkaJS decodes a whole fetch response (up to',
+    '  `maxBytes`, 10 MiB) before its first message, so the first fetch falls into "first msg", not',
+    '  the window: 1 of ~30 fetches at 1 KiB (counted), about 1 of 13 at 100 B (estimated). On the',
+    '  30,000-message topic of `make bench-quick`, where one fetch holds everything, the tuned',
+    '  `eachBatch` row reads 20× raw; that smoke figure means nothing.',
+    '- **@platformatic/kafka** commits after every fetch response by default (not awaited):',
+    '  90,568 msg/s; `autocommit: 5000` 145,016; `autocommit: false` 139,344 (each message then',
+    '  carries its own bound `commit()`); `maxBytes` 50 MiB 104,653; `maxBytesPerPartition` 10 MiB',
+    '  144,193; `highWaterMark` 65,536 122,983.',
+    '',
+    "So the tuned rows turn auto-commit off and commit on a timer at the library's own cadence",
+    '(`commitIntervalMs` 1000), with every partition consumed concurrently; the fetch settings stay',
+    'at their defaults. The raw loop commits nothing; within the window of these runs (about 1–4 s)',
+    'the timers commit a few times at most. In this run:',
+    '',
+  ];
+  for (const ds of results.dataSets) {
+    for (const [from, to] of TUNED_PAIRS) {
+      const p = pair(results, ds.name, from, to);
+      if (!p) continue;
+      md.push(
+        `- ${ds.name}: ${p.from.contender.label} ${formatInt(p.from.msgPerSec)} → tuned ${formatInt(p.to.msgPerSec)} msg/s (${ratio(p.to.msgPerSec / p.from.msgPerSec)}; ${ratio(p.from.vsRaw)} → ${ratio(p.to.vsRaw)} raw).`,
+      );
+    }
+  }
+  md.push('');
+  return md;
+}
+
+/** The patched-binding contender: what it changes, what it measured, and the upstream path. */
+function bindingCeiling(results: BenchResults): string[] {
+  const md = [
+    '### The binding ceiling',
+    '',
+    '"node-rdkafka consume(n) (patched conversion)" runs the raw loop on a copy of the installed',
+    'node-rdkafka built with `bench/patched-rdkafka/consume-batch.patch` (by `make bench` only,',
+    'into `bench/.patched-rdkafka`, linking the librdkafka that the install already built; the',
+    'library and its tests keep the released binding). Same API, same message objects',
+    '(`value, size, key, topic, offset, partition, timestamp`, plus `headers` when present); a',
+    "check over the 250,000 1 KiB messages found every value's SHA-1, key, size, topic and",
+    'timestamp identical to the released binding; a check with headers, a null value and',
+    '`enable.partition.eof` found the same content and EOF events (`headers` is the last property',
+    'of the object rather than the second).',
+    '',
+  ];
+  const rows = results.dataSets.flatMap((ds) => {
+    const p = pair(results, ds.name, 'raw-rdkafka', 'raw-rdkafka-patched');
+    return p ? [{ ds, ...p }] : [];
+  });
+  if (rows.length) {
+    md.push(
+      '| Values | raw msg/s | patched msg/s | × raw | raw CPU µs/msg | patched CPU µs/msg | raw peak RSS MB | patched peak RSS MB |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    );
+    for (const { ds, from, to } of rows) {
+      md.push(
+        `| ${ds.name} | ${formatInt(from.msgPerSec)} | ${formatInt(to.msgPerSec)} | ${ratio(to.msgPerSec / from.msgPerSec)} | ${formatFixed(from.cpuUsPerMessage, 2)} | ${formatFixed(to.cpuUsPerMessage, 2)} | ${formatInt(from.peakRssBytes / MB)} | ${formatInt(to.peakRssBytes / MB)} |`,
+      );
+    }
+    md.push('');
+  } else {
+    const c = results.contenders.find((x) => x.id === 'raw-rdkafka-patched');
+    md.push(`Not measured in this run: ${c?.reason ?? 'no result'}.`, '');
+  }
+  md.push(
+    'What the patch moves (per message, today, in `Conversion::Message::ToV8Object`, src/common.cc,',
+    'called from `KafkaConsumerConsumeNum::HandleOKCallback`, src/workers.cc, on the main thread):',
+    'seven property names created as fresh V8 strings and set through the generic `Nan::Set` path,',
+    'a `node::Buffer::Copy` for the value and another for the key (an allocation, a copy and a',
+    'backing store each), a `std::string` and a V8 string for the topic, and the `delete` of the',
+    'librdkafka message. With the patch:',
+    '',
+    '- `src/workers.cc` (new `KafkaConsumerConsumeBatch`, beside `KafkaConsumerConsumeNum`):',
+    '  `Execute()`, on the libuv worker thread, copies every value and key into one allocation per',
+    '  batch, after a table of 8 doubles per message (offset, partition, timestamp, value offset,',
+    '  size, key offset, key length, topic index), and destroys the librdkafka messages there.',
+    '  `HandleOKCallback()` hands that allocation to V8 as one `ArrayBuffer` without copying',
+    '  (`ArrayBuffer::NewBackingStore` with a `free` deleter) and creates each distinct topic name',
+    '  once per batch; headers, when a message has any, are converted as before.',
+    '- `src/kafka-consumer.cc`: registers it as `consumeBatch(timeoutMs, n, cb)`.',
+    '- `lib/kafka-consumer.js` `_consumeNum`: builds the message objects from the table with one',
+    '  object literal of fixed shape, values and keys as `Buffer.from(arrayBuffer, offset, length)`',
+    "  views; EOF events and the 'data' events are unchanged.",
+    '',
+    "The trade-off: a value is a view, so keeping one message's value keeps its whole batch (up to",
+    '500 messages) in memory, and `value.buffer` is the batch. Code that keeps values long after',
+    'handling them should copy them (`Buffer.from(value)`). Upstream, that is the one behaviour',
+    'change to document, or to put behind an option.',
+    '',
+    '**Path upstream**: a pull request to node-rdkafka (Blizzard/node-rdkafka) adding the batch worker',
+    'and using it from `_consumeNum` (the patch adds about 300 lines). reactive-rdkafka calls',
+    '`consume(n)` and would pick it up without a change of its own. @confluentinc/kafka-javascript',
+    'started as a fork of this binding; the same change probably applies there (not checked).',
+    'The patch changes the whole conversion at once and was not measured step by step: how much',
+    'comes from the cached strings alone, from the views or from moving work onto the worker thread',
+    'is not known.',
+    '',
+  );
+  return md;
+}
+
 export function renderMarkdown(results: BenchResults): string {
   const md: string[] = [];
   const quick = results.mode === 'quick';
@@ -145,7 +297,8 @@ export function renderMarkdown(results: BenchResults): string {
     '| Contender | Settings |',
     '| --- | --- |',
     ...results.contenders.map(
-      (c) => `| ${c.label}${c.installed ? '' : ' (not installed)'} | ${c.settings} |`,
+      (c) =>
+        `| ${c.label}${c.installed ? '' : c.reason ? ` (not measured: ${c.reason})` : ' (not installed)'} | ${c.settings} |`,
     ),
     '',
   );
@@ -195,8 +348,11 @@ export function renderMarkdown(results: BenchResults): string {
     "- **The binding itself.** In the raw loop ~80 % of the main thread's busy time is native",
     '  (`consume(n)` turning librdkafka messages into JS objects, ≈ 2.5 µs per message), and the',
     '  `consume(n)` worker and the main thread alternate rather than overlap. The pure-JS peers',
-    '  decode whole record batches and are not bound by that.',
+    '  decode whole record batches and are not bound by that; "The binding ceiling" below measures',
+    '  a leaner conversion.',
     '',
+    ...peerSettings(results),
+    ...bindingCeiling(results),
   );
 
   md.push('## Rebalance cost', '', '### revoke → revoked per partition', '');

@@ -13,6 +13,8 @@ export interface ContenderEntry {
   pkg: string;
   settings: string;
   installed: boolean;
+  /** Why it was not measured, when `installed` is false and it is not a missing peer. */
+  reason?: string;
 }
 
 export interface BenchResults {

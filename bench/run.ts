@@ -13,6 +13,7 @@ import { join, relative } from 'node:path';
 import * as Kafka from 'node-rdkafka';
 import { seededRandom } from '../integration/helpers/random';
 import { CONTENDERS } from './contenders';
+import { patchedRdkafkaMissing } from './contenders/raw-rdkafka';
 import { createTopic, deleteTopic, ensureFilledTopic, fillTopic } from './kafka-admin';
 import { CKJS_STATUS, PEER_PACKAGES, packageVersion, peerStatus } from './peers';
 import type { PeerStatus } from './peers';
@@ -139,6 +140,10 @@ function versions(peers: PeerStatus[]): Record<string, string> {
     rxjs: packageVersion('rxjs') ?? '?',
     Node: process.version,
     broker: brokerDescription(),
+    'node-rdkafka (patched conversion)':
+      patchedRdkafkaMissing() === undefined
+        ? `${packageVersion('node-rdkafka') ?? '?'} + bench/patched-rdkafka/consume-batch.patch (bench/.patched-rdkafka, same librdkafka)`
+        : 'not built',
   };
   for (const p of peers) out[p.name] = p.installed ? p.version : 'not measured';
   return out;
@@ -168,15 +173,22 @@ async function main(): Promise<void> {
     throw new Error('dist/ is missing: run `make build` (the bench measures the built library)');
   }
   const peers: PeerStatus[] = [...PEER_PACKAGES.map(peerStatus), CKJS_STATUS];
-  const contenders: ContenderEntry[] = CONTENDERS.map((c) => ({
-    id: c.id,
-    label: c.label,
-    kind: c.kind,
-    pkg: c.pkg,
-    settings: c.settings,
-    installed: c.kind !== 'peer' || peers.some((p) => p.name === c.pkg && p.installed),
-  }));
+  const contenders: ContenderEntry[] = CONTENDERS.map((c) => {
+    const reason = c.missing?.();
+    return {
+      id: c.id,
+      label: c.label,
+      kind: c.kind,
+      pkg: c.pkg,
+      settings: c.settings,
+      installed:
+        reason === undefined &&
+        (c.kind !== 'peer' || peers.some((p) => p.name === c.pkg && p.installed)),
+      ...(reason === undefined ? {} : { reason }),
+    };
+  });
   for (const p of peers) if (!p.installed) console.log(`bench: ${p.name}: ${p.reason}`);
+  for (const c of contenders) if (c.reason) console.log(`bench: ${c.label}: ${c.reason}`);
   const installed = contenders.filter((c) => c.installed);
   const kafkajs = peers.some((p) => p.name === 'kafkajs' && p.installed);
 

@@ -1,7 +1,21 @@
 /** The throughput contenders, in report order, and which package each needs. */
-import { kafkajsEachBatch, kafkajsEachMessage, KAFKAJS_CONCURRENCY } from './kafkajs';
-import { platformaticStream } from './platformatic';
-import { FAST_FETCH, rawRdkafka, rawRdkafkaDefaults } from './raw-rdkafka';
+import {
+  kafkajsEachBatch,
+  kafkajsEachBatchTuned,
+  kafkajsEachMessage,
+  kafkajsEachMessageTuned,
+  KAFKAJS_CONCURRENCY,
+  KAFKAJS_TUNED_CONCURRENCY,
+  TUNED_COMMIT_INTERVAL_MS,
+} from './kafkajs';
+import { platformaticStream, platformaticStreamTuned } from './platformatic';
+import {
+  FAST_FETCH,
+  patchedRdkafkaMissing,
+  rawRdkafka,
+  rawRdkafkaDefaults,
+  rawRdkafkaPatched,
+} from './raw-rdkafka';
 import {
   reactivePartitions,
   reactivePartitionsTuned,
@@ -13,13 +27,17 @@ import type { Contender } from './types';
 export type ContenderId =
   | 'raw-rdkafka'
   | 'raw-rdkafka-defaults'
+  | 'raw-rdkafka-patched'
   | 'reactive-process'
   | 'reactive-partitions'
   | 'reactive-process-tuned'
   | 'reactive-partitions-tuned'
   | 'kafkajs-eachMessage'
   | 'kafkajs-eachBatch'
-  | 'platformatic-stream';
+  | 'kafkajs-eachMessage-tuned'
+  | 'kafkajs-eachBatch-tuned'
+  | 'platformatic-stream'
+  | 'platformatic-stream-tuned';
 
 export interface ContenderInfo {
   id: ContenderId;
@@ -29,6 +47,8 @@ export interface ContenderInfo {
   kind: 'ceiling' | 'reference' | 'library' | 'peer';
   settings: string;
   run: Contender;
+  /** Why it cannot run here (e.g. an optional build is missing); undefined when it can. */
+  missing?: () => string | undefined;
 }
 
 const fastFetch = Object.entries(FAST_FETCH)
@@ -51,6 +71,16 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     kind: 'reference',
     settings: 'as above, every librdkafka setting at its default (`fetch.queue.backoff.ms` 1000)',
     run: rawRdkafkaDefaults,
+  },
+  {
+    id: 'raw-rdkafka-patched',
+    label: 'node-rdkafka consume(n) (patched conversion)',
+    pkg: 'node-rdkafka',
+    kind: 'reference',
+    settings:
+      'the raw loop and settings above on a local build of the installed node-rdkafka with `bench/patched-rdkafka/consume-batch.patch` (one buffer per batch, values and keys as views, built by `make bench`; see "The binding ceiling")',
+    run: rawRdkafkaPatched,
+    missing: patchedRdkafkaMissing,
   },
   {
     id: 'reactive-process',
@@ -102,6 +132,22 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     run: kafkajsEachBatch,
   },
   {
+    id: 'kafkajs-eachMessage-tuned',
+    label: 'KafkaJS eachMessage (tuned)',
+    pkg: 'kafkajs',
+    kind: 'peer',
+    settings: `no-op async handler that records each partition's next offset; \`autoCommit: false\`, a timer commits them (\`consumer.commitOffsets\`) every ${TUNED_COMMIT_INTERVAL_MS} ms; \`partitionsConsumedConcurrently\` ${KAFKAJS_TUNED_CONCURRENCY}; fetch sizes at their defaults`,
+    run: kafkajsEachMessageTuned,
+  },
+  {
+    id: 'kafkajs-eachBatch-tuned',
+    label: 'KafkaJS eachBatch (tuned)',
+    pkg: 'kafkajs',
+    kind: 'peer',
+    settings: `loop over \`batch.messages\`, then \`await commitOffsetsIfNecessary()\`; \`autoCommit: false\`, \`autoCommitInterval: ${TUNED_COMMIT_INTERVAL_MS}\` (auto-resolve on), \`partitionsConsumedConcurrently\` ${KAFKAJS_TUNED_CONCURRENCY}; fetch sizes at their defaults`,
+    run: kafkajsEachBatchTuned,
+  },
+  {
     id: 'platformatic-stream',
     label: '@platformatic/kafka stream',
     pkg: '@platformatic/kafka',
@@ -109,6 +155,14 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     settings:
       "`consume({ mode: 'earliest', autocommit: true })`, a 'data' listener (defaults otherwise)",
     run: platformaticStream,
+  },
+  {
+    id: 'platformatic-stream-tuned',
+    label: '@platformatic/kafka stream (tuned)',
+    pkg: '@platformatic/kafka',
+    kind: 'peer',
+    settings: `as above with \`autocommit: ${TUNED_COMMIT_INTERVAL_MS}\` (a timer commits every ${TUNED_COMMIT_INTERVAL_MS} ms instead of once per fetch response); fetch sizes at their defaults`,
+    run: platformaticStreamTuned,
   },
 ];
 

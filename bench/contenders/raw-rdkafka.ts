@@ -4,8 +4,12 @@
  * assignment (no rebalance callback), librdkafka's default prefetch bounds with
  * `fetch.queue.backoff.ms` lowered to 10 ms (FAST_FETCH): the binding at its best. Its default of
  * 1000 ms postpones a partition's next fetch by a second whenever a prefetch bound is reached.
- * A second variant keeps every librdkafka default.
+ * A second variant keeps every librdkafka default; a third runs the ceiling's loop on the locally
+ * patched node-rdkafka (bench/patched-rdkafka, built by `make bench`).
  */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import * as Kafka from 'node-rdkafka';
 import type { Message } from 'node-rdkafka';
 import type { Contender } from './types';
@@ -13,10 +17,23 @@ import type { Contender } from './types';
 /** The fetch override of the ceiling and of the library's "fetch backoff tuned" variants. */
 export const FAST_FETCH = { 'fetch.queue.backoff.ms': 10 } as const;
 
+/** Where `make bench` builds the patched node-rdkafka (bench/patched-rdkafka/build.sh). */
+export const PATCHED_RDKAFKA_DIR = join(__dirname, '..', '.patched-rdkafka', 'node-rdkafka');
+
+/** Why the patched contender cannot run, or undefined when its build is there. */
+export function patchedRdkafkaMissing(): string | undefined {
+  return existsSync(join(PATCHED_RDKAFKA_DIR, 'build', 'Release', 'node-librdkafka.node'))
+    ? undefined
+    : 'not built: `make bench` builds it (bench/patched-rdkafka/build.sh); it is optional and skipped when that build fails';
+}
+
+type Binding = typeof Kafka;
+
 const raw =
-  (fastFetch: boolean): Contender =>
+  (fastFetch: boolean, binding: () => Binding): Contender =>
   async ({ brokers, topic, groupId, meter }) => {
-    const consumer = new Kafka.KafkaConsumer(
+    const { KafkaConsumer } = binding();
+    const consumer = new KafkaConsumer(
       {
         'bootstrap.servers': brokers,
         'group.id': groupId,
@@ -53,5 +70,10 @@ const raw =
     };
   };
 
-export const rawRdkafka = raw(true);
-export const rawRdkafkaDefaults = raw(false);
+const released = (): Binding => Kafka;
+const patched = (): Binding => createRequire(__filename)(PATCHED_RDKAFKA_DIR) as Binding;
+
+export const rawRdkafka = raw(true, released);
+export const rawRdkafkaDefaults = raw(false, released);
+/** The ceiling's loop and settings on the patched binding (same API, leaner conversion). */
+export const rawRdkafkaPatched = raw(true, patched);
