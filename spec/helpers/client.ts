@@ -3,13 +3,18 @@ import type { Logger } from 'pino';
 import { resolveSettings } from '../../lib/config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from '../../lib/config';
 import { ConsumerClient } from '../../lib/internal/consumer-client';
+import type { RebalanceCallback } from '../../lib/internal/rdkafka';
 import { FakeConsumer } from '../fakes/fake-consumer';
 import type { FakeOptions } from '../fakes/fake-consumer';
 
-/** A ConsumerClient over the fake binding, for specs of the units that use the client directly. */
+/**
+ * A ConsumerClient over the fake binding, for specs of the units that use the client directly.
+ * `onRebalance` receives the fake's rebalance callbacks (ignored by default).
+ */
 export function clientOverFake(
   options: Partial<ReactiveConsumerOptions> = {},
   fakeOptions: FakeOptions = {},
+  onRebalance: RebalanceCallback = () => undefined,
 ): {
   client: ConsumerClient;
   fake: () => FakeConsumer;
@@ -26,7 +31,7 @@ export function clientOverFake(
   const client = new ConsumerClient(
     settings,
     logger,
-    () => undefined,
+    onRebalance,
     (g) => (fake = new FakeConsumer(g as Record<string, unknown>, fakeOptions)) as never,
   );
   return { client, fake: () => fake, settings, logger };
