@@ -873,19 +873,12 @@ async function verify(
   const allStops = [...parsed.values()].flatMap((p) => p.stops);
   const stopsWhileDraining = allStops.filter((s) => s.draining > 0).length;
   const stopsWhileAssigning = allStops.filter((s) => s.assignWaiting > 0).length;
-  const selfStops = [...parsed].filter(([run]) => stopKind(run).startsWith('self:'));
-  if (
-    (o.selfStop?.onRevoking ?? 0) > 0 &&
-    !selfStops.some(([, p]) => p.stops[0]?.cause === 'revoking' && p.stops[0].draining > 0)
-  )
-    problems.push('no worker stopped itself while a revoke drained: the variant proved nothing');
-  if (
-    (o.selfStop?.inAssign ?? 0) > 0 &&
-    !selfStops.some(([, p]) => p.stops[0]?.cause === 'assign' && p.stops[0].assignWaiting > 0)
-  )
-    problems.push(
-      'no worker stopped itself while its onAssign hook waited: the variant proved nothing',
-    );
+  // What proves the overlap is a stop landing in the window, whoever sent it: a self-stop armed
+  // for the window can be overtaken by the driver's own SIGTERM landing in it first.
+  if ((o.selfStop?.onRevoking ?? 0) > 0 && stopsWhileDraining === 0)
+    problems.push('no worker stopped while a revoke drained: the variant proved nothing');
+  if ((o.selfStop?.inAssign ?? 0) > 0 && stopsWhileAssigning === 0)
+    problems.push('no worker stopped while its onAssign hook waited: the variant proved nothing');
   for (const mode of o.stopModes ?? []) {
     if (!allStops.some((s) => s.mode === mode))
       problems.push(`no life stopped by ${mode}: the variant proved nothing`);
