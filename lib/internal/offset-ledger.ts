@@ -14,11 +14,13 @@
  * when everything delivered is finished and compacted when the head passes half their length.
  */
 export class OffsetLedger {
-  /** Delivered offsets, increasing; those before `head` are finished. */
+  /** Delivered offsets, increasing, in `[0, size)`; those before `head` are finished. */
   private offsets: number[] = [];
   /** Whether `offsets[i]` is finished. */
   private done: boolean[] = [];
   private head = 0;
+  /** Used length of `offsets` and `done` (slots past it are reused, not truncated). */
+  private size = 0;
   private unfinishedCount = 0;
   private lastDelivered = -1;
   private finishedThrough: number | undefined;
@@ -37,8 +39,15 @@ export class OffsetLedger {
       throw new RangeError(`offset ${offset} delivered after ${this.lastDelivered}`);
     }
     this.lastDelivered = offset;
-    this.offsets.push(offset);
-    this.done.push(false);
+    const i = this.size;
+    if (i === this.offsets.length) {
+      this.offsets.push(offset);
+      this.done.push(false);
+    } else {
+      this.offsets[i] = offset;
+      this.done[i] = false;
+    }
+    this.size = i + 1;
     this.unfinishedCount += 1;
   }
 
@@ -55,16 +64,16 @@ export class OffsetLedger {
       const offsets = this.offsets;
       const done = this.done;
       let head = this.head + 1;
-      while (head < offsets.length && done[head] === true) head += 1;
+      const size = this.size;
+      while (head < size && done[head] === true) head += 1;
       this.finishedThrough = offsets[head - 1];
-      if (head === offsets.length) {
+      if (head === size) {
         // Everything delivered is finished: start the window afresh.
-        offsets.length = 0;
-        done.length = 0;
         this.head = 0;
+        this.size = 0;
       } else {
         this.head = head;
-        if (head > 1024 && head * 2 > offsets.length) this.compact();
+        if (head > 1024 && head * 2 > size) this.compact();
       }
     }
     return true;
@@ -74,7 +83,7 @@ export class OffsetLedger {
   private indexOf(offset: number): number {
     const offsets = this.offsets;
     const head = this.head;
-    const n = offsets.length;
+    const n = this.size;
     if (head >= n) return -1;
     const first = offsets[head] as number;
     if (offset < first || offset > this.lastDelivered) return -1;
@@ -95,7 +104,7 @@ export class OffsetLedger {
 
   /** The next offset to commit (one past the contiguous finished prefix), or undefined if unknown. */
   committable(): number | undefined {
-    if (this.head < this.offsets.length) {
+    if (this.head < this.size) {
       // The first unfinished delivered offset: everything below it is finished or never delivered.
       return this.offsets[this.head];
     }
@@ -131,7 +140,7 @@ export class OffsetLedger {
 
   /** Delivered offsets from the first unfinished one on: what the ledger holds in memory. */
   get window(): number {
-    return this.offsets.length - this.head;
+    return this.size - this.head;
   }
 
   /** The last delivered offset, or -1. */
@@ -150,7 +159,7 @@ export class OffsetLedger {
    */
   completedAbove(max: number): number[] {
     const out: number[] = [];
-    for (let i = this.head; i < this.offsets.length && out.length < max; i++) {
+    for (let i = this.head; i < this.size && out.length < max; i++) {
       if (this.done[i]) out.push(this.offsets[i] as number);
     }
     return out;
@@ -162,8 +171,9 @@ export class OffsetLedger {
   }
 
   private compact(): void {
-    this.offsets = this.offsets.slice(this.head);
-    this.done = this.done.slice(this.head);
+    this.offsets = this.offsets.slice(this.head, this.size);
+    this.done = this.done.slice(this.head, this.size);
+    this.size -= this.head;
     this.head = 0;
   }
 }
