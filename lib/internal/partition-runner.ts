@@ -253,6 +253,16 @@ export class PartitionRunner<U> implements LimiterWaiter {
     this.checkComplete();
   }
 
+  /** As a sink of its partition ({@link PartitionControl.attach}): `push`. */
+  next(unit: U): void {
+    this.push(unit);
+  }
+
+  /** As a sink of its partition: `sourceComplete`. */
+  complete(): void {
+    this.sourceComplete();
+  }
+
   /** A unit the executor returned a handle for finished. */
   finish(handle: RunningUnit, unit: U): void {
     if (this.closed || !this.inFlight.delete(handle)) return;

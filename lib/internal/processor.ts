@@ -143,7 +143,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     const keyed = batch === undefined && this.options.ordering === 'key';
     return new Observable<O>((subscriber) => {
       let runner: PartitionRunner<KafkaMessage> | PartitionRunner<KafkaMessage[]>;
-      let sub: Subscription;
+      let detach: () => void;
       const complete = (): void => subscriber.complete();
       if (batch !== undefined || one === undefined) {
         const units$: Observable<KafkaMessage[]> =
@@ -168,11 +168,12 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           complete,
         );
         runner = r;
-        sub = units$.subscribe({
+        const sub = units$.subscribe({
           next: (messages) => r.push(messages),
           error: (e: unknown) => subscriber.error(e),
           complete: () => r.sourceComplete(),
         });
+        detach = () => sub.unsubscribe();
       } else {
         const r: PartitionRunner<KafkaMessage> = new PartitionRunner<KafkaMessage>(
           { start: (m) => this.startOne(partition, subscriber, one, m, r) },
@@ -184,15 +185,17 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           keyed ? KEY_ORDERING : undefined,
         );
         runner = r;
-        sub = partition.messages$.subscribe({
-          next: (m) => r.push(m),
-          error: (e: unknown) => subscriber.error(e),
-          complete: () => r.sourceComplete(),
-        });
+        try {
+          detach = partition.attach(r);
+        } catch (err) {
+          r.close();
+          subscriber.error(err);
+          return undefined;
+        }
       }
       return () => {
         runner.close();
-        sub.unsubscribe();
+        detach();
         partition.pipelineDone();
       };
     });
