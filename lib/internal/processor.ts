@@ -301,8 +301,8 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
 
   /**
    * Runs a unit's Observable (the retry pipeline, a failure policy, a batch): its values go to the
-   * partition's subscriber; undefined when it completed synchronously, else its handle (`finished`
-   * is called when it completes).
+   * partition's subscriber. Returns undefined when it completed synchronously, else its handle,
+   * which the runner is told about (`finish`) when it completes.
    */
   private subscribeUnit<U>(
     partition: PartitionControl,
