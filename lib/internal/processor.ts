@@ -18,7 +18,7 @@ import {
   retry,
   throwError,
 } from 'rxjs';
-import type { OperatorFunction, Subscriber, Subscription } from 'rxjs';
+import type { Subscriber, Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import { DeadLetterError, DeserializationError, HandlerError } from '../errors';
 import type { KafkaCoordinates } from '../errors';
@@ -36,7 +36,7 @@ import type { DeadLetterReason, DeadLetterWriter } from './dead-letter';
 import type { FairLimiter } from './fair-limiter';
 import { PartitionRunner } from './partition-runner';
 import type { KeyOrdering, RunningUnit } from './partition-runner';
-import type { PartitionControl } from './partition-control';
+import type { PartitionControl, PartitionSink } from './partition-control';
 
 /** What the processor needs from the engine. */
 export interface ProcessorHost {
@@ -146,10 +146,6 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       let detach: () => void;
       const complete = (): void => subscriber.complete();
       if (batch !== undefined || one === undefined) {
-        const units$: Observable<KafkaMessage[]> =
-          batch === undefined
-            ? partition.messages$.pipe(map((m) => [m]))
-            : partition.messages$.pipe(batchesOf<KafkaMessage>(batch.maxSize, batch.maxWaitMs));
         const r: PartitionRunner<KafkaMessage[]> = new PartitionRunner<KafkaMessage[]>(
           {
             start: (messages) =>
@@ -168,12 +164,19 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           complete,
         );
         runner = r;
-        const sub = units$.subscribe({
-          next: (messages) => r.push(messages),
-          error: (e: unknown) => subscriber.error(e),
-          complete: () => r.sourceComplete(),
-        });
-        detach = () => sub.unsubscribe();
+        const sink = new BatchSink(r, batch?.maxSize ?? 1, batch?.maxWaitMs ?? 0);
+        let detachSink: () => void;
+        try {
+          detachSink = partition.attach(sink);
+        } catch (err) {
+          r.close();
+          subscriber.error(err);
+          return undefined;
+        }
+        detach = () => {
+          sink.dispose();
+          detachSink();
+        };
       } else {
         const r: PartitionRunner<KafkaMessage> = new PartitionRunner<KafkaMessage>(
           { start: (m) => this.startOne(partition, subscriber, one, m, r) },
@@ -706,39 +709,43 @@ function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | un
 }
 
 /**
- * Groups values into arrays of at most `maxSize`, emitted when full or `maxWaitMs` after the first
- * value of the array. A partial array when the source completes is dropped: its values were never
- * started (on a revoke, the next owner gets them).
+ * Hands a partition's messages to its runner in arrays of at most `maxSize`, each handed over when
+ * full or `maxWaitMs` after its first message. A partial array when the partition's stream
+ * completes is dropped: its messages were never started (on a revoke, the next owner gets them).
  */
-export function batchesOf<T>(maxSize: number, maxWaitMs: number): OperatorFunction<T, T[]> {
-  return (source) =>
-    new Observable<T[]>((subscriber) => {
-      let buffer: T[] = [];
-      let timer: NodeJS.Timeout | undefined;
-      const flush = (): void => {
-        if (timer) clearTimeout(timer);
-        timer = undefined;
-        if (buffer.length === 0) return;
-        const out = buffer;
-        buffer = [];
-        subscriber.next(out);
-      };
-      const sub = source.subscribe({
-        next: (value) => {
-          buffer.push(value);
-          if (buffer.length >= maxSize) flush();
-          else timer ??= setTimeout(flush, maxWaitMs);
-        },
-        error: (e: unknown) => subscriber.error(e),
-        complete: () => {
-          if (timer) clearTimeout(timer);
-          buffer = [];
-          subscriber.complete();
-        },
-      });
-      return () => {
-        if (timer) clearTimeout(timer);
-        sub.unsubscribe();
-      };
-    });
+export class BatchSink implements PartitionSink {
+  private buffer: KafkaMessage[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly flush = (): void => {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.buffer.length === 0) return;
+    const out = this.buffer;
+    this.buffer = [];
+    this.runner.push(out);
+  };
+
+  constructor(
+    private readonly runner: Pick<PartitionRunner<KafkaMessage[]>, 'push' | 'sourceComplete'>,
+    private readonly maxSize: number,
+    private readonly maxWaitMs: number,
+  ) {}
+
+  next(message: KafkaMessage): void {
+    this.buffer.push(message);
+    if (this.buffer.length >= this.maxSize) this.flush();
+    else this.timer ??= setTimeout(this.flush, this.maxWaitMs);
+  }
+
+  complete(): void {
+    this.dispose();
+    this.runner.sourceComplete();
+  }
+
+  /** Drops what is gathered and stops the timer. */
+  dispose(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.buffer = [];
+  }
 }
