@@ -1,13 +1,22 @@
 import { Observable } from 'rxjs';
 
+/** A place in the limiter's queue: `granted()` is called once, with a slot held for it. */
+export interface LimiterWaiter {
+  granted(): void;
+}
+
 /**
  * A FIFO concurrency limiter shared by every partition of one pipeline: at most `max` tasks run at
  * once and waiting tasks start in arrival order. Each partition has at most `partitionConcurrency`
  * tasks waiting, so with fewer slots than partitions every partition still progresses.
+ *
+ * Two ways to use it: {@link run} wraps a task in an Observable; the counter-and-queue calls
+ * ({@link tryAcquire}, {@link enqueue}, {@link release}) do the same without allocating anything
+ * per task, for the per-message path of `process()`.
  */
 export class FairLimiter {
   private active = 0;
-  private queue: (() => void)[] = [];
+  private queue: (LimiterWaiter | undefined)[] = [];
   private head = 0;
   /** Slots released while {@link release} is already running, served by its loop. */
   private freed = 0;
@@ -67,9 +76,11 @@ export class FairLimiter {
         subscriber.complete();
       };
       cancel?.addEventListener('abort', onCancel, { once: true });
-      this.queue.push(() => {
-        cancel?.removeEventListener('abort', onCancel);
-        start();
+      this.queue.push({
+        granted: () => {
+          cancel?.removeEventListener('abort', onCancel);
+          start();
+        },
       });
       return () => {
         cancelled = true;
@@ -77,6 +88,26 @@ export class FairLimiter {
         teardown?.();
       };
     });
+  }
+
+  /**
+   * Takes a slot if one is free, without queueing. Never passes a waiter: while anyone waits, every
+   * slot is taken (a freed slot goes straight to the next waiter).
+   */
+  tryAcquire(): boolean {
+    if (this.active < this.max) {
+      this.active += 1;
+      return true;
+    }
+    return false;
+  }
+
+  /**
+   * Queues `waiter` for the next free slot (call it after {@link tryAcquire} failed). A waiter that
+   * no longer wants its slot when granted gives it back with {@link release}.
+   */
+  enqueue(waiter: LimiterWaiter): void {
+    this.queue.push(waiter);
   }
 
   /** Tasks running now. */
@@ -95,7 +126,7 @@ export class FairLimiter {
    * that release is only counted here and served by the loop below, so skipping thousands of
    * cancelled waiters at once (a revoke, a close) never grows the stack.
    */
-  private release(): void {
+  release(): void {
     this.freed += 1;
     if (this.releasing) return;
     this.releasing = true;
@@ -104,13 +135,13 @@ export class FairLimiter {
         this.freed -= 1;
         if (this.head < this.queue.length) {
           const next = this.queue[this.head];
-          this.queue[this.head] = undefined as unknown as () => void;
+          this.queue[this.head] = undefined;
           this.head += 1;
           if (this.head > 1024 && this.head * 2 > this.queue.length) {
             this.queue = this.queue.slice(this.head);
             this.head = 0;
           }
-          next?.();
+          next?.granted();
         } else {
           this.active -= 1;
         }

@@ -8,16 +8,20 @@
  * Past the last delivered offset, only the client's position (see `advanceTo`) can tell that the
  * offsets up to it hold nothing to deliver (a trailing transaction marker, an aborted transaction).
  *
- * Cost: `deliver` and `complete` are O(1) amortised (completion of the oldest offset advances a
- * head index; the arrays are compacted when the head passes half their length).
+ * Cost: `deliver` is O(1); `complete` is O(1) for the oldest unfinished offset and for any offset
+ * of a run of consecutive offsets (the common case), O(log window) otherwise (a binary search of
+ * the delivered offsets, which are increasing). No per-offset map: the window is two arrays, reset
+ * when everything delivered is finished and compacted when the head passes half their length.
  */
 export class OffsetLedger {
+  /** Delivered offsets, increasing, in `[0, size)`; those before `head` are finished. */
   private offsets: number[] = [];
+  /** Whether `offsets[i]` is finished. */
   private done: boolean[] = [];
   private head = 0;
-  /** Offset → index in `offsets` (minus `base`), for out-of-order completion. */
-  private readonly index = new Map<number, number>();
-  private base = 0;
+  /** Used length of `offsets` and `done` (slots past it are reused, not truncated). */
+  private size = 0;
+  private unfinishedCount = 0;
   private lastDelivered = -1;
   private finishedThrough: number | undefined;
   /** The client's position past the last delivered offset, if it reported one. */
@@ -35,9 +39,16 @@ export class OffsetLedger {
       throw new RangeError(`offset ${offset} delivered after ${this.lastDelivered}`);
     }
     this.lastDelivered = offset;
-    this.index.set(offset, this.offsets.length + this.base);
-    this.offsets.push(offset);
-    this.done.push(false);
+    const i = this.size;
+    if (i === this.offsets.length) {
+      this.offsets.push(offset);
+      this.done.push(false);
+    } else {
+      this.offsets[i] = offset;
+      this.done[i] = false;
+    }
+    this.size = i + 1;
+    this.unfinishedCount += 1;
   }
 
   /**
@@ -45,22 +56,55 @@ export class OffsetLedger {
    * never delivered or already finished.
    */
   complete(offset: number): boolean {
-    const at = this.index.get(offset);
-    if (at === undefined) return false;
-    this.index.delete(offset);
-    const i = at - this.base;
+    const i = this.indexOf(offset);
+    if (i < 0 || this.done[i] === true) return false;
     this.done[i] = true;
-    while (this.head < this.offsets.length && this.done[this.head]) {
-      this.finishedThrough = this.offsets[this.head];
-      this.head += 1;
+    this.unfinishedCount -= 1;
+    if (i === this.head) {
+      const offsets = this.offsets;
+      const done = this.done;
+      let head = this.head + 1;
+      const size = this.size;
+      while (head < size && done[head] === true) head += 1;
+      this.finishedThrough = offsets[head - 1];
+      if (head === size) {
+        // Everything delivered is finished: start the window afresh.
+        this.head = 0;
+        this.size = 0;
+      } else {
+        this.head = head;
+        if (head > 1024 && head * 2 > size) this.compact();
+      }
     }
-    if (this.head > 1024 && this.head * 2 > this.offsets.length) this.compact();
     return true;
+  }
+
+  /** The index of a delivered, not yet passed offset in `offsets`, or -1. */
+  private indexOf(offset: number): number {
+    const offsets = this.offsets;
+    const head = this.head;
+    const n = this.size;
+    if (head >= n) return -1;
+    const first = offsets[head] as number;
+    if (offset < first || offset > this.lastDelivered) return -1;
+    // A run of consecutive offsets (no gaps since the head): found directly.
+    const direct = head + (offset - first);
+    if (direct < n && offsets[direct] === offset) return direct;
+    let lo = head;
+    let hi = n - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >>> 1;
+      const value = offsets[mid] as number;
+      if (value === offset) return mid;
+      if (value < offset) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    return -1;
   }
 
   /** The next offset to commit (one past the contiguous finished prefix), or undefined if unknown. */
   committable(): number | undefined {
-    if (this.head < this.offsets.length) {
+    if (this.head < this.size) {
       // The first unfinished delivered offset: everything below it is finished or never delivered.
       return this.offsets[this.head];
     }
@@ -86,17 +130,17 @@ export class OffsetLedger {
 
   /** True when every delivered offset is finished. */
   get idle(): boolean {
-    return this.index.size === 0;
+    return this.unfinishedCount === 0;
   }
 
   /** Number of delivered, unfinished offsets. */
   get unfinished(): number {
-    return this.index.size;
+    return this.unfinishedCount;
   }
 
   /** Delivered offsets from the first unfinished one on: what the ledger holds in memory. */
   get window(): number {
-    return this.offsets.length - this.head;
+    return this.size - this.head;
   }
 
   /** The last delivered offset, or -1. */
@@ -115,7 +159,7 @@ export class OffsetLedger {
    */
   completedAbove(max: number): number[] {
     const out: number[] = [];
-    for (let i = this.head; i < this.offsets.length && out.length < max; i++) {
+    for (let i = this.head; i < this.size && out.length < max; i++) {
       if (this.done[i]) out.push(this.offsets[i] as number);
     }
     return out;
@@ -127,9 +171,9 @@ export class OffsetLedger {
   }
 
   private compact(): void {
-    this.offsets = this.offsets.slice(this.head);
-    this.done = this.done.slice(this.head);
-    this.base += this.head;
+    this.offsets = this.offsets.slice(this.head, this.size);
+    this.done = this.done.slice(this.head, this.size);
+    this.size -= this.head;
     this.head = 0;
   }
 }

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { Observable } from 'rxjs';
-import type { MonoTypeOperatorFunction, ObservableInput, OperatorFunction, Subscriber } from 'rxjs';
+import type { MonoTypeOperatorFunction, ObservableInput, OperatorFunction } from 'rxjs';
 import { dropOnEndMerge } from './drop-on-end-merge';
 import type { KafkaMessage, PartitionStream } from '../types';
 import { OffsetLedger } from './offset-ledger';
@@ -14,6 +14,12 @@ import { OffsetLedger } from './offset-ledger';
  */
 export type PartitionState = 'active' | 'ending' | 'fenced' | 'released';
 
+/** The one consumer of a partition's messages: `messages$`'s subscriber, or an attached sink. */
+export interface PartitionSink {
+  next(message: KafkaMessage): void;
+  complete(): void;
+}
+
 /**
  * The control object of one partition of one assignment (one generation): its stream, its
  * ledger, its abort signal, its backpressure counters and its drain. Owned by the consumer engine.
@@ -24,7 +30,7 @@ export class PartitionControl implements PartitionStream {
   private readonly controller = new AbortController();
   private readonly endController = new AbortController();
   private state_: PartitionState = 'active';
-  private subscriber: Subscriber<KafkaMessage> | undefined;
+  private subscriber: PartitionSink | undefined;
   private subscribed = false;
   private pendingBeforeSubscribe: KafkaMessage[] = [];
   private pipelineFinalized = false;
@@ -57,15 +63,7 @@ export class PartitionControl implements PartitionStream {
         );
         return undefined;
       }
-      this.subscribed = true;
-      this.subscriber = subscriber;
-      const pending = this.pendingBeforeSubscribe;
-      this.pendingBeforeSubscribe = [];
-      for (const m of pending) subscriber.next(m);
-      if (this.state_ !== 'active') subscriber.complete();
-      return () => {
-        this.subscriber = undefined;
-      };
+      return this.attach(subscriber);
     });
   }
 
@@ -123,6 +121,25 @@ export class PartitionControl implements PartitionStream {
   /** A handler of this partition ended. */
   handlerEnded(): void {
     this.running_ -= 1;
+  }
+
+  /**
+   * Makes `sink` the partition's one consumer, as subscribing to `messages$` does, without an
+   * Observable in between (the `process()` pipeline). Returns its detach.
+   */
+  attach(sink: PartitionSink): () => void {
+    if (this.subscribed) {
+      throw new Error(`messages$ of ${this.topic}[${this.partition}] accepts a single subscriber`);
+    }
+    this.subscribed = true;
+    this.subscriber = sink;
+    const pending = this.pendingBeforeSubscribe;
+    this.pendingBeforeSubscribe = [];
+    for (const m of pending) sink.next(m);
+    if (this.state_ !== 'active') sink.complete();
+    return () => {
+      if (this.subscriber === sink) this.subscriber = undefined;
+    };
   }
 
   get signal(): AbortSignal {

@@ -18,8 +18,7 @@ import {
   retry,
   throwError,
 } from 'rxjs';
-import { finalize } from 'rxjs';
-import type { OperatorFunction, Subscription } from 'rxjs';
+import type { Subscriber, Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import { DeadLetterError, DeserializationError, HandlerError } from '../errors';
 import type { KafkaCoordinates } from '../errors';
@@ -34,10 +33,10 @@ import type {
   ProcessedStatus,
 } from '../types';
 import type { DeadLetterReason, DeadLetterWriter } from './dead-letter';
-import { dropOnEndMerge } from './drop-on-end-merge';
-import { keyOrderedMerge } from './key-ordered-merge';
 import type { FairLimiter } from './fair-limiter';
-import type { PartitionControl } from './partition-control';
+import { PartitionRunner } from './partition-runner';
+import type { KeyOrdering, RunningUnit } from './partition-runner';
+import type { PartitionControl, PartitionSink } from './partition-control';
 
 /** What the processor needs from the engine. */
 export interface ProcessorHost {
@@ -82,27 +81,43 @@ export interface ProcessingMode<R, K, V, O> {
     result: R | undefined,
     error?: unknown,
   ): O;
+  /** The same two for one message, without arrays (single-message modes). */
+  readonly one?: {
+    call(message: DecodedMessage<K, V>, raw: KafkaMessage): ReturnType<MessageHandler<R>>;
+    output(
+      message: KafkaMessage,
+      status: ProcessedStatus,
+      attempts: number,
+      result: R | undefined,
+    ): O;
+  };
 }
 
 /** The single-message mode of `process()`. */
 export function singleMode<R, K, V>(
   handler: MessageHandler<R, K, V>,
 ): ProcessingMode<R, K, V, Processed<R>> {
+  const output = (
+    message: KafkaMessage,
+    status: ProcessedStatus,
+    attempts: number,
+    result: R | undefined,
+  ): Processed<R> => ({
+    topic: message.topic,
+    partition: message.partition,
+    offset: message.offset,
+    generation: message.generation,
+    status,
+    attempts,
+    result,
+  });
   return {
     call: (messages) => handler(messages[0] as DecodedMessage<K, V>),
     output: (messages, status, attempts, result, error) => {
-      const message = messages[0] as KafkaMessage;
-      const out = {
-        topic: message.topic,
-        partition: message.partition,
-        offset: message.offset,
-        generation: message.generation,
-        status,
-        attempts,
-        result,
-      };
+      const out = output(messages[0] as KafkaMessage, status, attempts, result);
       return error === undefined ? out : { ...out, error };
     },
+    one: { call: (message) => handler(message), output },
   };
 }
 
@@ -116,51 +131,207 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     private readonly random: () => number = Math.random,
   ) {}
 
-  /** The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`. */
+  /**
+   * The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`.
+   * Messages (or batches) still waiting when the partition is revoked are dropped, never run
+   * (under ordering 'key', those before the last one started still run: see PartitionRunner).
+   */
   runPartition(partition: PartitionControl, limiter: FairLimiter): Observable<O> {
     partition.trackRunning();
-    // Under ordering 'key', what the merge projects after a revoke must run (it fills the gap
-    // below work already done); the merge itself decides what to drop.
-    const keyed = this.mode.batch === undefined && this.options.ordering === 'key';
-    const run = (messages: KafkaMessage[]): Observable<O> =>
-      limiter.run(
-        () => {
-          if (!keyed && !partition.active) return EMPTY;
-          if (partition.signal.aborted) return EMPTY;
-          partition.handlerStarted();
-          return this.handle(partition, messages).pipe(
-            finalize(() => {
-              partition.handlerEnded();
-            }),
-          );
-        },
-        keyed ? partition.signal : partition.ended,
-      );
     const batch = this.mode.batch;
-    // Messages (or batches) still waiting when the partition is revoked are dropped, never run.
-    const units: Observable<O> =
-      batch === undefined
-        ? partition.messages$.pipe(
-            this.options.ordering === 'key'
-              ? keyOrderedMerge(
-                  (m: KafkaMessage) => run([m]),
-                  this.options.partitionConcurrency,
-                  orderingKey,
-                  (m: KafkaMessage) => m.offset,
-                  partition.ended,
-                  partition.signal,
-                )
-              : dropOnEndMerge(
-                  (m: KafkaMessage) => run([m]),
-                  this.options.partitionConcurrency,
-                  partition.ended,
-                ),
-          )
-        : partition.messages$.pipe(
-            batchesOf<KafkaMessage>(batch.maxSize, batch.maxWaitMs),
-            dropOnEndMerge(run, this.options.partitionConcurrency, partition.ended),
-          );
-    return units.pipe(finalize(() => partition.pipelineDone()));
+    const one = batch === undefined ? this.mode.one : undefined;
+    const keyed = batch === undefined && this.options.ordering === 'key';
+    return new Observable<O>((subscriber) => {
+      let runner: PartitionRunner<KafkaMessage> | PartitionRunner<KafkaMessage[]>;
+      let detach: () => void;
+      const complete = (): void => subscriber.complete();
+      if (batch !== undefined || one === undefined) {
+        const r: PartitionRunner<KafkaMessage[]> = new PartitionRunner<KafkaMessage[]>(
+          {
+            start: (messages) =>
+              this.subscribeUnit(
+                partition,
+                subscriber,
+                this.handle(partition, messages),
+                r,
+                messages,
+              ),
+          },
+          limiter,
+          this.options.partitionConcurrency,
+          partition.ended,
+          partition.signal,
+          complete,
+        );
+        runner = r;
+        const sink = new BatchSink(r, batch?.maxSize ?? 1, batch?.maxWaitMs ?? 0);
+        let detachSink: () => void;
+        try {
+          detachSink = partition.attach(sink);
+        } catch (err) {
+          r.close();
+          subscriber.error(err);
+          return undefined;
+        }
+        detach = () => {
+          sink.dispose();
+          detachSink();
+        };
+      } else {
+        const r: PartitionRunner<KafkaMessage> = new PartitionRunner<KafkaMessage>(
+          { start: (m) => this.startOne(partition, subscriber, one, m, r) },
+          limiter,
+          this.options.partitionConcurrency,
+          partition.ended,
+          partition.signal,
+          complete,
+          keyed ? KEY_ORDERING : undefined,
+        );
+        runner = r;
+        try {
+          detach = partition.attach(r);
+        } catch (err) {
+          r.close();
+          subscriber.error(err);
+          return undefined;
+        }
+      }
+      return () => {
+        runner.close();
+        detach();
+        partition.pipelineDone();
+      };
+    });
+  }
+
+  /**
+   * One message on the fast path: a handler that returns a plain value, or a Promise that
+   * resolves, is acked and emitted without any Observable; a failure (or an Observable handler)
+   * continues through the retry pipeline, which never calls the handler again for this attempt.
+   */
+  private startOne(
+    partition: PartitionControl,
+    subscriber: Subscriber<O>,
+    one: NonNullable<ProcessingMode<R, K, V, O>['one']>,
+    m: KafkaMessage,
+    runner: PartitionRunner<KafkaMessage>,
+  ): RunningUnit | undefined {
+    let decoded: DecodedMessage<K, V>;
+    try {
+      decoded = this.decode(m);
+    } catch (err) {
+      // A payload that cannot be decoded fails the same way every time: never retried.
+      return this.subscribeUnit(
+        partition,
+        subscriber,
+        this.fail(partition, [m], err as DeserializationError, 0),
+        runner,
+        m,
+      );
+    }
+    partition.handlerStarted(); // handed to a PendingUnit below unless the handler succeeds at once
+    let result: ReturnType<MessageHandler<R>>;
+    try {
+      result = one.call(decoded, m);
+    } catch (err) {
+      partition.handlerEnded();
+      return this.subscribeUnit(
+        partition,
+        subscriber,
+        this.retrying(
+          partition,
+          [m],
+          [decoded],
+          throwError(() => err),
+        ),
+        runner,
+        m,
+      );
+    }
+    if (isObservable(result)) {
+      partition.handlerEnded();
+      const observable = result;
+      return this.subscribeUnit(
+        partition,
+        subscriber,
+        this.retrying(
+          partition,
+          [m],
+          [decoded],
+          invoke(() => observable),
+        ),
+        runner,
+        m,
+      );
+    }
+    if (!isPromiseLike(result)) {
+      partition.ack(m);
+      subscriber.next(one.output(m, 'processed', 1, result));
+      partition.handlerEnded();
+      return undefined;
+    }
+    const unit = new PendingUnit(partition);
+    result.then(
+      (value) => {
+        if (unit.cancelled) return;
+        partition.ack(m);
+        subscriber.next(one.output(m, 'processed', 1, value as R | undefined));
+        unit.settle();
+        runner.finish(unit, m);
+      },
+      (err: unknown) => {
+        if (unit.cancelled) return;
+        unit.sub = this.retrying(
+          partition,
+          [m],
+          [decoded],
+          throwError(() => err),
+        ).subscribe({
+          next: (o) => subscriber.next(o),
+          error: (e: unknown) => {
+            unit.settle();
+            subscriber.error(e);
+          },
+          complete: () => {
+            unit.settle();
+            runner.finish(unit, m);
+          },
+        });
+      },
+    );
+    return unit;
+  }
+
+  /**
+   * Runs a unit's Observable (the retry pipeline, a failure policy, a batch): its values go to the
+   * partition's subscriber. Returns undefined when it completed synchronously, else its handle,
+   * which the runner is told about (`finish`) when it completes.
+   */
+  private subscribeUnit<U>(
+    partition: PartitionControl,
+    subscriber: Subscriber<O>,
+    unit$: Observable<O>,
+    runner: PartitionRunner<U>,
+    value: U,
+  ): RunningUnit | undefined {
+    partition.handlerStarted();
+    const unit = new PendingUnit(partition);
+    let sync = true;
+    let completedSync = false;
+    unit.sub = unit$.subscribe({
+      next: (o) => subscriber.next(o),
+      error: (e: unknown) => {
+        unit.settle();
+        subscriber.error(e);
+      },
+      complete: () => {
+        unit.settle();
+        if (sync) completedSync = true;
+        else runner.finish(unit, value);
+      },
+    });
+    sync = false;
+    return completedSync ? undefined : unit;
   }
 
   /** One unit: decode, run with retries, ack — or apply the failure policy. */
@@ -179,87 +350,111 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       }
     }
     if (good.length === 0) return concat(...undecodable);
-    const first = good[0] as KafkaMessage;
-    let attempts = 0;
-    let abandoned = false;
-    const succeed = (result: unknown): O => {
-      for (const m of good) partition.ack(m);
-      return this.mode.output(good, 'processed', attempts, result as R | undefined);
-    };
-    /** Retries (rxjs `retry`), starting from the outcome of a first attempt already made. */
-    const retried = (firstAttempt: Observable<unknown>): Observable<O> => {
-      let pendingFirst: Observable<unknown> | undefined = firstAttempt;
-      return defer(() => {
-        if (pendingFirst !== undefined) {
-          const f = pendingFirst;
-          pendingFirst = undefined;
-          return f;
-        }
-        attempts += 1;
-        return invoke(() => this.mode.call(decoded, good));
-      }).pipe(
-        retry({
-          count: this.options.retry.count,
-          delay: (err: unknown, retryCount: number) =>
-            this.retryDelay(first, err, retryCount, () => (abandoned = true)),
-        }),
-        map(succeed),
-        catchError((err: unknown) => {
-          if (abandoned) {
-            this.logger.info(
-              { ...coordinatesOf(first), messages: good.length, attempts, err },
-              'retry abandoned: the partition was lost, its drain deadline passed or a seek replaced it; the message stays uncommitted and its next owner runs it',
-            );
-            return EMPTY;
-          }
-          const what =
-            good.length === 1
-              ? `${first.topic}[${first.partition}]@${first.offset}`
-              : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
-          const error = new HandlerError(
-            `Handler failed on ${what} after ${attempts} attempt(s): ${describe(err)}`,
-            coordinatesOf(first),
-            { cause: err, attempts },
-          );
-          return this.fail(partition, good, error, attempts);
-        }),
-      );
-    };
     // The first attempt runs without operators: a Promise or a plain value that succeeds (the
     // common case) is acked and emitted directly; a failure or an Observable handler continues
-    // through the retry pipeline above, which never calls the handler again for this attempt.
+    // through the retry pipeline, which never calls the handler again for this attempt.
     const run$ = new Observable<O>((subscriber) => {
-      attempts = 1;
       let result: ReturnType<MessageHandler<R>>;
       try {
         result = this.mode.call(decoded, good);
       } catch (err) {
-        return retried(throwError(() => err)).subscribe(subscriber);
+        return this.retrying(
+          partition,
+          good,
+          decoded,
+          throwError(() => err),
+        ).subscribe(subscriber);
       }
       if (isObservable(result)) {
         const observable = result;
-        return retried(invoke(() => observable)).subscribe(subscriber);
+        return this.retrying(
+          partition,
+          good,
+          decoded,
+          invoke(() => observable),
+        ).subscribe(subscriber);
       }
       if (isPromiseLike(result)) {
         let inner: Subscription | undefined;
         result.then(
           (value) => {
             if (subscriber.closed) return;
-            subscriber.next(succeed(value));
+            for (const m of good) partition.ack(m);
+            subscriber.next(this.mode.output(good, 'processed', 1, value as R | undefined));
             subscriber.complete();
           },
           (err: unknown) => {
             if (subscriber.closed) return;
-            inner = retried(throwError(() => err)).subscribe(subscriber);
+            inner = this.retrying(
+              partition,
+              good,
+              decoded,
+              throwError(() => err),
+            ).subscribe(subscriber);
           },
         );
         return () => inner?.unsubscribe();
       }
-      subscriber.next(succeed(result));
+      for (const m of good) partition.ack(m);
+      subscriber.next(this.mode.output(good, 'processed', 1, result as R | undefined));
       subscriber.complete();
       return undefined;
     });
     return undecodable.length === 0 ? run$ : concat(...undecodable, run$);
+  }
+
+  /**
+   * Retries (rxjs `retry`) of a unit whose first attempt was made (`firstAttempt` replays its
+   * outcome), then acks it — or applies the failure policy.
+   */
+  private retrying(
+    partition: PartitionControl,
+    good: KafkaMessage[],
+    decoded: DecodedMessage<K, V>[],
+    firstAttempt: Observable<unknown>,
+  ): Observable<O> {
+    const first = good[0] as KafkaMessage;
+    let attempts = 1;
+    let abandoned = false;
+    let pendingFirst: Observable<unknown> | undefined = firstAttempt;
+    return defer(() => {
+      if (pendingFirst !== undefined) {
+        const f = pendingFirst;
+        pendingFirst = undefined;
+        return f;
+      }
+      attempts += 1;
+      return invoke(() => this.mode.call(decoded, good));
+    }).pipe(
+      retry({
+        count: this.options.retry.count,
+        delay: (err: unknown, retryCount: number) =>
+          this.retryDelay(first, err, retryCount, () => (abandoned = true)),
+      }),
+      map((result: unknown): O => {
+        for (const m of good) partition.ack(m);
+        return this.mode.output(good, 'processed', attempts, result as R | undefined);
+      }),
+      catchError((err: unknown) => {
+        if (abandoned) {
+          this.logger.info(
+            { ...coordinatesOf(first), messages: good.length, attempts, err },
+            'retry abandoned: the partition was lost, its drain deadline passed or a seek replaced it; the message stays uncommitted and its next owner runs it',
+          );
+          return EMPTY;
+        }
+        const what =
+          good.length === 1
+            ? `${first.topic}[${first.partition}]@${first.offset}`
+            : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
+        const error = new HandlerError(
+          `Handler failed on ${what} after ${attempts} attempt(s): ${describe(err)}`,
+          coordinatesOf(first),
+          { cause: err, attempts },
+        );
+        return this.fail(partition, good, error, attempts);
+      }),
+    );
   }
 
   private decode(message: KafkaMessage): DecodedMessage<K, V> {
@@ -444,6 +639,33 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
   }
 }
 
+/** A unit in flight: counted in its partition's running handlers until it settles. */
+class PendingUnit implements RunningUnit {
+  sub: Subscription | undefined = undefined;
+  cancelled = false;
+  private settled = false;
+
+  constructor(private readonly partition: PartitionControl) {}
+
+  settle(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.partition.handlerEnded();
+  }
+
+  cancel(): void {
+    this.cancelled = true;
+    this.sub?.unsubscribe();
+    this.settle();
+  }
+}
+
+/** Ordering 'key': per key bytes, in offset order. */
+const KEY_ORDERING: KeyOrdering<KafkaMessage> = {
+  keyOf: orderingKey,
+  positionOf: (m) => m.offset,
+};
+
 const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   value !== null &&
   typeof value === 'object' &&
@@ -487,39 +709,43 @@ function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | un
 }
 
 /**
- * Groups values into arrays of at most `maxSize`, emitted when full or `maxWaitMs` after the first
- * value of the array. A partial array when the source completes is dropped: its values were never
- * started (on a revoke, the next owner gets them).
+ * Hands a partition's messages to its runner in arrays of at most `maxSize`, each handed over when
+ * full or `maxWaitMs` after its first message. A partial array when the partition's stream
+ * completes is dropped: its messages were never started (on a revoke, the next owner gets them).
  */
-export function batchesOf<T>(maxSize: number, maxWaitMs: number): OperatorFunction<T, T[]> {
-  return (source) =>
-    new Observable<T[]>((subscriber) => {
-      let buffer: T[] = [];
-      let timer: NodeJS.Timeout | undefined;
-      const flush = (): void => {
-        if (timer) clearTimeout(timer);
-        timer = undefined;
-        if (buffer.length === 0) return;
-        const out = buffer;
-        buffer = [];
-        subscriber.next(out);
-      };
-      const sub = source.subscribe({
-        next: (value) => {
-          buffer.push(value);
-          if (buffer.length >= maxSize) flush();
-          else timer ??= setTimeout(flush, maxWaitMs);
-        },
-        error: (e: unknown) => subscriber.error(e),
-        complete: () => {
-          if (timer) clearTimeout(timer);
-          buffer = [];
-          subscriber.complete();
-        },
-      });
-      return () => {
-        if (timer) clearTimeout(timer);
-        sub.unsubscribe();
-      };
-    });
+export class BatchSink implements PartitionSink {
+  private buffer: KafkaMessage[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly flush = (): void => {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.buffer.length === 0) return;
+    const out = this.buffer;
+    this.buffer = [];
+    this.runner.push(out);
+  };
+
+  constructor(
+    private readonly runner: Pick<PartitionRunner<KafkaMessage[]>, 'push' | 'sourceComplete'>,
+    private readonly maxSize: number,
+    private readonly maxWaitMs: number,
+  ) {}
+
+  next(message: KafkaMessage): void {
+    this.buffer.push(message);
+    if (this.buffer.length >= this.maxSize) this.flush();
+    else this.timer ??= setTimeout(this.flush, this.maxWaitMs);
+  }
+
+  complete(): void {
+    this.dispose();
+    this.runner.sourceComplete();
+  }
+
+  /** Drops what is gathered and stops the timer. */
+  dispose(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.buffer = [];
+  }
 }

@@ -109,4 +109,51 @@ describe('FairLimiter', () => {
     assert.equal(ran, 200_000);
     assert.equal(limiter.running, 0);
   });
+
+  describe('counter and queue (tryAcquire / enqueue / release)', () => {
+    it('takes free slots, then queues waiters that are granted in arrival order with run() tasks', () => {
+      const limiter = new FairLimiter(1);
+      assert.equal(limiter.tryAcquire(), true);
+      assert.equal(limiter.tryAcquire(), false);
+      const order: string[] = [];
+      limiter.enqueue({ granted: () => order.push('a') });
+      const gate = new Subject<number>();
+      limiter
+        .run(() => {
+          order.push('run');
+          return gate;
+        })
+        .subscribe();
+      limiter.enqueue({ granted: () => order.push('b') });
+      assert.equal(limiter.waiting, 3);
+      limiter.release(); // → a
+      assert.deepEqual(order, ['a']);
+      assert.equal(limiter.tryAcquire(), false, 'never passes a waiter');
+      limiter.release(); // → run
+      assert.deepEqual(order, ['a', 'run']);
+      gate.complete(); // → b
+      assert.deepEqual(order, ['a', 'run', 'b']);
+      assert.equal(limiter.running, 1);
+      limiter.release();
+      assert.equal(limiter.running, 0);
+      assert.equal(limiter.tryAcquire(), true);
+    });
+
+    it('serves a waiter that gives its slot straight back from the loop, not by recursion', () => {
+      const limiter = new FairLimiter(1);
+      assert.equal(limiter.tryAcquire(), true);
+      let granted = 0;
+      for (let i = 0; i < 200_000; i++)
+        limiter.enqueue({
+          granted: () => {
+            granted += 1;
+            limiter.release();
+          },
+        });
+      limiter.release();
+      assert.equal(granted, 200_000);
+      assert.equal(limiter.running, 0);
+      assert.equal(limiter.waiting, 0);
+    });
+  });
 });

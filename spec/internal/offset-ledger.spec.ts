@@ -186,4 +186,61 @@ describe('OffsetLedger', () => {
       { seed: Number(process.env.FC_SEED ?? 20261130), numRuns: 300 },
     );
   });
+
+  it('property: agrees with a model over long, mostly consecutive runs completed in any order', () => {
+    // Runs of consecutive offsets (the direct lookup) with occasional gaps (the binary search),
+    // windows past the compaction threshold, and the window reset when everything is finished.
+    const seed = Number(process.env.FC_SEED ?? 20261201);
+    console.log(`      offset-ledger model property: FC_SEED=${seed}`);
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            deliver: fc.integer({ min: 0, max: 1500 }),
+            gapEvery: fc.integer({ min: 0, max: 50 }),
+            finish: fc.array(fc.nat(), { maxLength: 1500 }),
+            probe: fc.integer({ min: -3, max: 3 }),
+          }),
+          { minLength: 1, maxLength: 6 },
+        ),
+        (rounds) => {
+          const l = new OffsetLedger();
+          const open: number[] = []; // delivered, unfinished, increasing
+          const done = new Set<number>();
+          let next = 0;
+          for (const r of rounds) {
+            for (let k = 0; k < r.deliver; k++) {
+              if (r.gapEvery > 0 && k % r.gapEvery === r.gapEvery - 1) next += 2;
+              l.deliver(next);
+              open.push(next);
+              next += 1;
+            }
+            for (const f of r.finish) {
+              if (open.length === 0) break;
+              // Mostly the oldest (in-order acks), sometimes any.
+              const at = f % 4 === 0 ? f % open.length : 0;
+              const o = open.splice(at, 1)[0]!;
+              assert.equal(l.complete(o), true);
+              done.add(o);
+              assert.equal(l.complete(o), false, 'already finished');
+            }
+            const probe = (open[0] ?? next) + r.probe;
+            if (!open.includes(probe)) assert.equal(l.complete(probe), false);
+            assert.equal(l.unfinished, open.length);
+            assert.equal(l.idle, open.length === 0);
+            let maxDone = -1;
+            for (const d of done) maxDone = Math.max(maxDone, d);
+            const expected = open[0] ?? (maxDone >= 0 ? maxDone + 1 : undefined);
+            assert.equal(l.committable(), expected);
+            const above = l.completedAbove(Number.MAX_SAFE_INTEGER);
+            const first = open[0];
+            const model =
+              first === undefined ? [] : [...done].filter((d) => d > first).sort((a, b) => a - b);
+            assert.deepEqual(above, model);
+          }
+        },
+      ),
+      { seed, numRuns: 150 },
+    );
+  });
 });

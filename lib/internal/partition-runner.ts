@@ -1,0 +1,377 @@
+/**
+ * The scheduler of one partition's units (messages, or batches) under `process()`: a counter and a
+ * queue, no Observable per unit. It starts units in order, at most `concurrency` at once, each with
+ * a slot of the shared {@link FairLimiter}; what it does when the partition ends follows the
+ * per-partition merges `process()` used before it (`dropOnEndMerge`, which `partitions$`'s `run()`
+ * still uses, and a key-ordered merge):
+ * - FIFO (ordering 'partition' and 'none', batches): when `ended` aborts, units not started are
+ *   dropped (a revoked partition does not start buffered work); started ones finish;
+ * - keyed (ordering 'key'): units of one key run one at a time in arrival order, different keys
+ *   concurrently, ready keys in the order they became ready. When `ended` aborts, units after the
+ *   last one started are dropped but earlier ones still run (a later offset of another key may be
+ *   done: leaving an earlier one undone would hold the committed offset below finished work, and
+ *   the next owner would redo it); when `stop` aborts (lost, drain deadline), every unit waiting
+ *   is dropped.
+ *
+ * A unit that finishes synchronously costs two counter updates and a queue step; the loop, not
+ * recursion, starts the next one, so a long run of synchronous units never grows the stack.
+ */
+import type { FairLimiter, LimiterWaiter } from './fair-limiter';
+
+/** A unit that did not finish synchronously. */
+export interface RunningUnit {
+  /** The runner was torn down: stop the unit and forget its result (never call `finish`). */
+  cancel(): void;
+}
+
+/** Runs units for a {@link PartitionRunner}. */
+export interface UnitExecutor<U> {
+  /**
+   * Runs `unit`; a limiter slot is held for it. Returns undefined when the unit finished
+   * synchronously, else a handle: the executor then calls `runner.finish(handle, unit)` once, when
+   * it finishes, unless the runner cancelled it first.
+   */
+  start(unit: U): RunningUnit | undefined;
+}
+
+/** Ordering by key: the key of a unit and its position (offset) in the partition. */
+export interface KeyOrdering<U> {
+  keyOf(unit: U): unknown;
+  positionOf(unit: U): number;
+}
+
+interface UnitQueue<U> {
+  /** Units waiting (not started). */
+  readonly waiting: number;
+  /** Units that could start now (the heads of ready keys, for keyed ordering). */
+  readonly ready: number;
+  push(unit: U): void;
+  /** The next unit to start; only called while `ready > 0`. */
+  take(): U;
+  finished(unit: U): void;
+  /** Drops waiting units at or after `position` (every unit: `-Infinity`). */
+  cut(position: number): void;
+}
+
+class FifoQueue<U> implements UnitQueue<U> {
+  /** Waiting units in `[head, tail)`; slots are reused once the queue empties. */
+  private items: (U | undefined)[] = [];
+  private head = 0;
+  private tail = 0;
+
+  get waiting(): number {
+    return this.tail - this.head;
+  }
+
+  get ready(): number {
+    return this.tail - this.head;
+  }
+
+  push(unit: U): void {
+    if (this.tail === this.items.length) this.items.push(unit);
+    else this.items[this.tail] = unit;
+    this.tail += 1;
+  }
+
+  take(): U {
+    const unit = this.items[this.head] as U;
+    this.items[this.head] = undefined;
+    this.head += 1;
+    if (this.head === this.tail) {
+      this.head = 0;
+      this.tail = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.tail) {
+      this.items = this.items.slice(this.head, this.tail);
+      this.tail -= this.head;
+      this.head = 0;
+    }
+    return unit;
+  }
+
+  finished(): void {
+    // nothing to do: FIFO order does not depend on completions
+  }
+
+  cut(): void {
+    // Units are in position order and every waiting one comes after every started one.
+    this.items = [];
+    this.head = 0;
+    this.tail = 0;
+  }
+}
+
+interface KeyEntry<U> {
+  queue: U[];
+  head: number;
+  running: boolean;
+}
+
+class KeyedQueue<U> implements UnitQueue<U> {
+  /** Per key: its waiting units (from `head` on) and whether one of them is running. */
+  private readonly keys = new Map<unknown, KeyEntry<U>>();
+  /** Keys with a waiting unit and nothing running, in the order they became ready. */
+  private readyKeys: unknown[] = [];
+  private readyHead = 0;
+  private waiting_ = 0;
+
+  constructor(private readonly ordering: KeyOrdering<U>) {}
+
+  get waiting(): number {
+    return this.waiting_;
+  }
+
+  get ready(): number {
+    return this.readyKeys.length - this.readyHead;
+  }
+
+  push(unit: U): void {
+    const key = this.ordering.keyOf(unit);
+    let entry = this.keys.get(key);
+    if (entry === undefined) {
+      entry = { queue: [], head: 0, running: false };
+      this.keys.set(key, entry);
+    }
+    entry.queue.push(unit);
+    this.waiting_ += 1;
+    if (!entry.running && entry.queue.length - entry.head === 1) this.readyKeys.push(key);
+  }
+
+  take(): U {
+    const key = this.readyKeys[this.readyHead];
+    this.readyHead += 1;
+    if (this.readyHead > 1024 && this.readyHead * 2 > this.readyKeys.length) {
+      this.readyKeys = this.readyKeys.slice(this.readyHead);
+      this.readyHead = 0;
+    }
+    const entry = this.keys.get(key) as KeyEntry<U>;
+    const unit = entry.queue[entry.head] as U;
+    entry.queue[entry.head] = undefined as U;
+    entry.head += 1;
+    if (entry.head > 64 && entry.head * 2 > entry.queue.length) {
+      entry.queue = entry.queue.slice(entry.head);
+      entry.head = 0;
+    }
+    entry.running = true;
+    this.waiting_ -= 1;
+    return unit;
+  }
+
+  finished(unit: U): void {
+    const key = this.ordering.keyOf(unit);
+    const entry = this.keys.get(key);
+    if (entry === undefined) return;
+    entry.running = false;
+    if (entry.head < entry.queue.length) this.readyKeys.push(key);
+    else this.keys.delete(key);
+  }
+
+  cut(position: number): void {
+    this.waiting_ = 0;
+    const ready: unknown[] = [];
+    for (const [k, e] of this.keys) {
+      const kept = e.queue.slice(e.head).filter((u) => this.ordering.positionOf(u) < position);
+      e.queue = kept;
+      e.head = 0;
+      this.waiting_ += kept.length;
+      if (kept.length === 0 && !e.running) this.keys.delete(k);
+      else if (kept.length > 0 && !e.running) ready.push(k);
+    }
+    // Ready keys keep the order they became ready in (every key ready now was ready before).
+    const keep = new Set(ready);
+    this.readyKeys = this.readyKeys.slice(this.readyHead).filter((k) => keep.has(k));
+    this.readyHead = 0;
+  }
+}
+
+export class PartitionRunner<U> implements LimiterWaiter {
+  private readonly queue: UnitQueue<U>;
+  /** Units started and not finished; each holds a limiter slot. */
+  private active = 0;
+  /** Places this runner holds in the limiter's queue and still wants. */
+  private requested = 0;
+  /** Places in the limiter's queue given up (the partition ended, the runner closed). */
+  private stale = 0;
+  private readonly inFlight = new Set<RunningUnit>();
+  private draining = false;
+  private closed = false;
+  private completed = false;
+  private sourceDone = false;
+  private endedFlag: boolean;
+  private stopFlag: boolean;
+  private cutDone = false;
+  /** The highest position started so far (keyed ordering). */
+  private lastStarted = Number.NEGATIVE_INFINITY;
+  private readonly onEnded = (): void => {
+    this.endedFlag = true;
+    this.drain();
+  };
+  private readonly onStop = (): void => {
+    this.stopFlag = true;
+    this.drain();
+  };
+
+  /**
+   * @param onComplete called once, when the source completed (or `ended` aborted) and every
+   * started unit finished (and, keyed, every unit kept after the end).
+   */
+  constructor(
+    private readonly executor: UnitExecutor<U>,
+    private readonly limiter: FairLimiter,
+    private readonly concurrency: number,
+    private readonly ended: AbortSignal,
+    private readonly stop: AbortSignal,
+    private readonly onComplete: () => void,
+    private readonly keyed?: KeyOrdering<U>,
+  ) {
+    this.queue = keyed === undefined ? new FifoQueue<U>() : new KeyedQueue<U>(keyed);
+    this.endedFlag = ended.aborted;
+    this.stopFlag = stop.aborted;
+    ended.addEventListener('abort', this.onEnded, { once: true });
+    stop.addEventListener('abort', this.onStop, { once: true });
+  }
+
+  /** Units running now. */
+  get running(): number {
+    return this.active;
+  }
+
+  /** Units waiting to start. */
+  get waiting(): number {
+    return this.queue.waiting;
+  }
+
+  /** A unit from the source (ignored once the partition ended or the runner closed). */
+  push(unit: U): void {
+    if (this.endedFlag || this.closed) return;
+    this.queue.push(unit);
+    this.drain();
+  }
+
+  /** The source completed: complete once every started unit finished. */
+  sourceComplete(): void {
+    this.sourceDone = true;
+    this.checkComplete();
+  }
+
+  /** As a sink of its partition ({@link PartitionControl.attach}): `push`. */
+  next(unit: U): void {
+    this.push(unit);
+  }
+
+  /** As a sink of its partition: `sourceComplete`. */
+  complete(): void {
+    this.sourceComplete();
+  }
+
+  /** A unit the executor returned a handle for finished. */
+  finish(handle: RunningUnit, unit: U): void {
+    if (this.closed || !this.inFlight.delete(handle)) return;
+    this.finished(unit);
+    this.drain();
+  }
+
+  /** The limiter handed this runner a slot. */
+  granted(): void {
+    if (!this.closed && this.requested > 0) {
+      this.applyEnd();
+      if (this.requested > 0 && this.queue.ready > 0) {
+        this.requested -= 1;
+        this.startNext();
+        if (!this.draining) this.drain();
+        return;
+      }
+    }
+    if (this.stale > 0) this.stale -= 1;
+    else if (this.requested > 0) this.requested -= 1;
+    this.limiter.release();
+  }
+
+  /**
+   * Tears down: cancels running units (their results no longer count), gives their slots and the
+   * places waiting back, drops what waits. Never calls `onComplete`.
+   */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.ended.removeEventListener('abort', this.onEnded);
+    this.stop.removeEventListener('abort', this.onStop);
+    this.stale += this.requested;
+    this.requested = 0;
+    this.queue.cut(Number.NEGATIVE_INFINITY);
+    const running = [...this.inFlight];
+    this.inFlight.clear();
+    for (const unit of running) unit.cancel();
+    const slots = this.active;
+    this.active = 0;
+    for (let i = 0; i < slots; i++) this.limiter.release();
+  }
+
+  private drain(): void {
+    if (this.draining) return; // the loop below picks up what a nested change allowed
+    this.draining = true;
+    try {
+      for (;;) {
+        if (this.closed) return;
+        this.applyEnd();
+        if (this.active + this.requested >= this.concurrency) break;
+        if (this.queue.ready <= this.requested) break;
+        if (this.limiter.tryAcquire()) {
+          this.startNext();
+        } else {
+          this.requested += 1;
+          this.limiter.enqueue(this);
+        }
+      }
+    } finally {
+      this.draining = false;
+    }
+    this.checkComplete();
+  }
+
+  /** Applies an end or a stop to what waits; places no longer needed become stale. */
+  private applyEnd(): void {
+    if (this.stopFlag) {
+      if (this.queue.waiting > 0) this.queue.cut(Number.NEGATIVE_INFINITY);
+    } else if (this.endedFlag && !this.cutDone) {
+      this.cutDone = true;
+      this.queue.cut(this.keyed === undefined ? Number.NEGATIVE_INFINITY : this.lastStarted);
+    }
+    const ready = this.queue.ready;
+    if (this.requested > ready) {
+      this.stale += this.requested - ready;
+      this.requested = ready;
+    }
+  }
+
+  /** Starts the next unit; a slot is held for it. */
+  private startNext(): void {
+    const unit = this.queue.take();
+    this.active += 1;
+    if (this.keyed !== undefined) {
+      const position = this.keyed.positionOf(unit);
+      if (position > this.lastStarted) this.lastStarted = position;
+    }
+    const handle = this.executor.start(unit);
+    if (this.closed) {
+      // The unit errored the pipeline (or a subscriber tore it down): close() released its slot.
+      handle?.cancel();
+      return;
+    }
+    if (handle === undefined) this.finished(unit);
+    else this.inFlight.add(handle);
+  }
+
+  private finished(unit: U): void {
+    this.active -= 1;
+    this.queue.finished(unit);
+    this.limiter.release();
+  }
+
+  private checkComplete(): void {
+    if (this.completed || this.closed) return;
+    if ((this.sourceDone || this.endedFlag) && this.active === 0 && this.queue.waiting === 0) {
+      this.completed = true;
+      this.onComplete();
+    }
+  }
+}
