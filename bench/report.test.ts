@@ -76,6 +76,11 @@ describe('the bench-quick report', () => {
       assert.deepEqual(r.errors, [], `${r.client} ${r.protocol}`);
       assert.ok(r.stallMs.length > 0 && r.stallMs.every((s) => s >= 0));
       assert.ok(r.produced > 0, `${r.client} ${r.protocol}: no records`);
+      assert.ok(
+        r.keptPartitionPauseMs.length + r.movedPartitionPauseMs.length > 0,
+        `${r.client} ${r.protocol}: partitions neither kept nor moved`,
+      );
+      assert.ok(r.newMemberAssignedMs.length > 0, `${r.client} ${r.protocol}: 7th never assigned`);
       assert.ok(r.duplicates >= 0 && r.losses >= 0);
     }
   });

@@ -385,18 +385,21 @@ export function renderMarkdown(results: BenchResults): string {
     `the group is observed for ${formatDuration(js.observeMs)}. **Stall**: the longest time after the join in which no member`,
     'finished any message (no partition made progress). **Baseline**: the same measure over the',
     `${formatDuration(Math.min(js.settleMs, js.observeMs))} before the join (ordinary gaps between fetches). **Worst partition pause**: the longest time one`,
-    'partition made no progress after the join (before it: its baseline). Duplicates (deliveries of an offset beyond',
+    'partition made no progress after the join (before it: its baseline); **kept** / **moved** split it by whether',
+    "the partition's owner changed through the join (the issue's goal is about kept ones: a member that keeps a",
+    "partition should not pause it). **Assigned**: the 7th member's start → its first assignment (the group",
+    "protocol's share of its first message). Duplicates (deliveries of an offset beyond",
     'its first) and losses (offsets below the final high watermark never processed) are counted from',
     'every processed (partition, offset), over the whole run: forming the group one member at a time',
     'and the 7th join. Values per repetition are separated by " / ". KafkaJS supports only the classic',
     'eager protocol.',
     '',
-    "| Client | Protocol | group stall ms | baseline ms | worst partition pause ms | baseline ms | 7th member's first message ms | records | duplicates | losses |",
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    "| Client | Protocol | group stall ms | baseline ms | worst partition pause ms | baseline ms | kept partitions' worst pause ms | moved partitions' worst pause ms | 7th member assigned ms | 7th member's first message ms | records | duplicates | losses |",
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   );
   for (const j of summarizeJoin(results)) {
     md.push(
-      `| ${j.client} | ${PROTOCOL_LABELS[j.protocol]} | ${list(j.stallMs)} | ${list(j.baselineGapMs)} | ${list(j.partitionPauseMs)} | ${list(j.baselinePartitionPauseMs)} | ${list(j.newMemberFirstMs)} | ${formatInt(j.produced)} | ${j.duplicates} | ${j.losses} |${j.errors.length ? ` failed: ${j.errors.join('; ')}` : ''}`,
+      `| ${j.client} | ${PROTOCOL_LABELS[j.protocol]} | ${list(j.stallMs)} | ${list(j.baselineGapMs)} | ${list(j.partitionPauseMs)} | ${list(j.baselinePartitionPauseMs)} | ${list(j.keptPartitionPauseMs)} | ${list(j.movedPartitionPauseMs)} | ${list(j.newMemberAssignedMs)} | ${list(j.newMemberFirstMs)} | ${formatInt(j.produced)} | ${j.duplicates} | ${j.losses} |${j.errors.length ? ` failed: ${j.errors.join('; ')}` : ''}`,
     );
   }
 

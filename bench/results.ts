@@ -151,12 +151,19 @@ export interface JoinSummary {
   baselineGapMs: number[];
   partitionPauseMs: number[];
   baselinePartitionPauseMs: number[];
+  keptPartitionPauseMs: number[];
+  movedPartitionPauseMs: number[];
+  newMemberAssignedMs: number[];
   newMemberFirstMs: number[];
   produced: number;
   duplicates: number;
   losses: number;
   errors: string[];
 }
+
+/** The values that were measured (older results files lack the newer fields). */
+const defined = (values: readonly (number | undefined)[]): number[] =>
+  values.filter((v): v is number => typeof v === 'number');
 
 export function summarizeJoin(results: BenchResults): JoinSummary[] {
   const keys = [...new Set(results.join.map((j) => `${j.client}|${j.protocol}`))];
@@ -171,9 +178,10 @@ export function summarizeJoin(results: BenchResults): JoinSummary[] {
       baselineGapMs: ok.map((r) => r.baselineGapMs),
       partitionPauseMs: ok.map((r) => r.partitionPauseMs),
       baselinePartitionPauseMs: ok.map((r) => r.baselinePartitionPauseMs),
-      newMemberFirstMs: ok.flatMap((r) =>
-        r.newMemberFirstMs === undefined ? [] : [r.newMemberFirstMs],
-      ),
+      keptPartitionPauseMs: defined(ok.map((r) => r.keptPartitionPauseMs)),
+      movedPartitionPauseMs: defined(ok.map((r) => r.movedPartitionPauseMs)),
+      newMemberAssignedMs: defined(ok.map((r) => r.newMemberAssignedMs)),
+      newMemberFirstMs: defined(ok.map((r) => r.newMemberFirstMs)),
       produced: ok.reduce((n, r) => n + r.produced, 0),
       duplicates: ok.reduce((n, r) => n + r.duplicates, 0),
       losses: ok.reduce((n, r) => n + r.losses, 0),

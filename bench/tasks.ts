@@ -79,6 +79,12 @@ export interface JoinResult {
   partitionPauseMs: number;
   /** The same per-partition measure before the join. */
   baselinePartitionPauseMs: number;
+  /** The worst pause of a partition whose owner did not change (kept through the join), ms. */
+  keptPartitionPauseMs: number | undefined;
+  /** The worst pause of a partition that moved to another member, ms. */
+  movedPartitionPauseMs: number | undefined;
+  /** 7th member started → its first assignment (the group protocol's share), ms. */
+  newMemberAssignedMs: number | undefined;
   /** 7th member started → its first processed message, ms. */
   newMemberFirstMs: number | undefined;
   produced: number;

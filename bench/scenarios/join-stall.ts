@@ -29,12 +29,14 @@ export function longestGap(times: readonly number[], from: number, to: number): 
 /** The longest gap of any single partition within [from, to] (see longestGap). */
 export function longestPartitionGap(
   log: readonly Processing[],
-  partitions: number,
+  partitions: number | readonly number[],
   from: number,
   to: number,
 ): number {
   let longest = 0;
-  for (let p = 0; p < partitions; p++) {
+  const which =
+    typeof partitions === 'number' ? Array.from({ length: partitions }, (_, p) => p) : partitions;
+  for (const p of which) {
     const times = log
       .filter((r) => r.partition === p)
       .map((r) => r.at)
@@ -119,6 +121,19 @@ export async function runJoin(
       if (!counts.has(`${partition}:${offset}`)) losses++;
   });
   const firstOfNewcomer = log.find((r) => r.member === newcomer.index);
+  // A partition is kept when the member that processed it last before the join also processed it
+  // last in the observed window; otherwise it moved (to the newcomer, or elsewhere).
+  const lastOwner = (p: number, from: number, to: number): number | undefined => {
+    let owner: number | undefined;
+    for (const r of log) if (r.partition === p && r.at >= from && r.at <= to) owner = r.member;
+    return owner;
+  };
+  const kept: number[] = [];
+  const moved: number[] = [];
+  for (let p = 0; p < task.partitions; p++) {
+    const before = lastOwner(p, 0, joinAt);
+    (before !== undefined && before === lastOwner(p, joinAt, observedTo) ? kept : moved).push(p);
+  }
   const baselineWindow = Math.min(task.settleMs, task.observeMs);
   return {
     kind: 'join',
@@ -133,6 +148,12 @@ export async function runJoin(
       joinAt - baselineWindow,
       joinAt,
     ),
+    keptPartitionPauseMs:
+      kept.length > 0 ? longestPartitionGap(log, kept, joinAt, observedTo) : undefined,
+    movedPartitionPauseMs:
+      moved.length > 0 ? longestPartitionGap(log, moved, joinAt, observedTo) : undefined,
+    newMemberAssignedMs:
+      newcomer.firstAssignedAt !== undefined ? newcomer.firstAssignedAt - joinAt : undefined,
     newMemberFirstMs: firstOfNewcomer ? firstOfNewcomer.at - joinAt : undefined,
     produced,
     processed: log.length,

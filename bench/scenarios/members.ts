@@ -34,6 +34,8 @@ export interface GroupMember {
   readonly index: number;
   /** Partitions this member owns now. */
   readonly owned: ReadonlySet<number>;
+  /** `performance.now()` when it was first assigned partitions (undefined before). */
+  readonly firstAssignedAt: number | undefined;
   start(): Promise<void>;
   close(): Promise<void>;
 }
@@ -41,6 +43,7 @@ export interface GroupMember {
 export function reactiveMember(options: MemberOptions): GroupMember {
   const { ReactiveConsumer } = loadLibrary();
   const owned = new Set<number>();
+  let firstAssignedAt: number | undefined;
   const consumer = new ReactiveConsumer({
     config: {
       'bootstrap.servers': options.brokers,
@@ -51,6 +54,8 @@ export function reactiveMember(options: MemberOptions): GroupMember {
     topics: [options.topic],
   });
   consumer.rebalances$.subscribe((event) => {
+    if (event.type === 'assigned' && event.partitions.length > 0)
+      firstAssignedAt ??= performance.now();
     if (event.type === 'assigned') for (const tp of event.partitions) owned.add(tp.partition);
     if (event.type === 'revoked' || event.type === 'lost')
       for (const tp of event.partitions) owned.delete(tp.partition);
@@ -59,6 +64,9 @@ export function reactiveMember(options: MemberOptions): GroupMember {
   return {
     index: options.index,
     owned,
+    get firstAssignedAt() {
+      return firstAssignedAt;
+    },
     start: async () => {
       consumer
         .process(
@@ -83,6 +91,7 @@ export function reactiveMember(options: MemberOptions): GroupMember {
 export function kafkajsMember(options: MemberOptions): GroupMember {
   const { Kafka, logLevel } = loadKafkaJs();
   const owned = new Set<number>();
+  let firstAssignedAt: number | undefined;
   const kafka = new Kafka({
     clientId: `bench-join-${options.index}`,
     brokers: options.brokers.split(','),
@@ -98,10 +107,14 @@ export function kafkajsMember(options: MemberOptions): GroupMember {
     const assignment = (e.payload.memberAssignment ?? {}) as Record<string, number[]>;
     owned.clear();
     for (const p of assignment[options.topic] ?? []) owned.add(p);
+    if (owned.size > 0) firstAssignedAt ??= performance.now();
   });
   return {
     index: options.index,
     owned,
+    get firstAssignedAt() {
+      return firstAssignedAt;
+    },
     start: async () => {
       await consumer.connect();
       await consumer.subscribe({ topics: [options.topic], fromBeginning: true });
