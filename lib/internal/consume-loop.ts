@@ -6,7 +6,15 @@
  * - busy: `consume(n)` with a 1 ms timeout, which takes what librdkafka already prefetched and
  *   returns at the first gap.
  * Latency stays bounded by about n ms; an idle consumer makes ~1000/timeout calls per second.
+ *
+ * While the library waits for something only a consume call delivers (a commit's answer, the
+ * assignment-lost probe) or a rebalance is being handled, an idle call waits at most
+ * {@link URGENT_TIMEOUT_MS}: each step of a revoke would otherwise wait for the idle timeout, and
+ * while a revoke awaits its unassign librdkafka fetches nothing for this member (the whole group
+ * waits for it under the classic protocol).
  */
+export const URGENT_TIMEOUT_MS = 5;
+
 export class ConsumeCadence {
   private busy = false;
 
@@ -15,11 +23,13 @@ export class ConsumeCadence {
     private readonly idleTimeoutMs: number,
   ) {}
 
-  /** The next call's batch size and timeout. */
-  next(): { size: number; timeoutMs: number } {
-    return this.busy
-      ? { size: this.batchSize, timeoutMs: 1 }
-      : { size: 1, timeoutMs: this.idleTimeoutMs };
+  /** The next call's batch size and timeout; `urgent` while an answer or a rebalance is awaited. */
+  next(urgent = false): { size: number; timeoutMs: number } {
+    if (this.busy) return { size: this.batchSize, timeoutMs: 1 };
+    return {
+      size: 1,
+      timeoutMs: urgent ? Math.min(URGENT_TIMEOUT_MS, this.idleTimeoutMs) : this.idleTimeoutMs,
+    };
   }
 
   /** Feeds back how many messages the last call returned. */

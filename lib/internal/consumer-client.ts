@@ -233,6 +233,14 @@ export class ConsumerClient {
     if (i >= 0) this.pendingProbes.splice(i, 1);
   }
 
+  /**
+   * Whether an answer only the next consume call delivers is awaited (a commit result, an
+   * assignment-lost probe): the consume loop then polls with a short timeout.
+   */
+  get awaitingPoll(): boolean {
+    return this.pendingCommits.length > 0 || this.pendingProbes.length > 0;
+  }
+
   /** Commits librdkafka has not answered yet, including ones whose wait timed out here. */
   get unansweredCount(): number {
     return this.pendingCommits.length;

@@ -326,7 +326,9 @@ export class ConsumerEngine implements ProcessorHost {
   private async loop(): Promise<void> {
     while (this.polling) {
       if (this.seeks.waiting) await this.seeks.apply();
-      const { size, timeoutMs } = this.cadence.next();
+      const { size, timeoutMs } = this.cadence.next(
+        this.rebalance.busy || this.client.awaitingPoll || this.state.kind === 'closing',
+      );
       let batch: Message[];
       try {
         batch = await this.client.consume(size, timeoutMs);
