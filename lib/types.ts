@@ -142,10 +142,12 @@ export type DecodedMessage<K = Buffer | null, V = Buffer | null> = Omit<
 };
 
 /**
- * Decodes a key or value. Throw to reject the payload: the message then follows the failure policy
- * (never retried) with a `DeserializationError`.
+ * Decodes a key or value. Throw (or reject) to reject the payload: the message then follows the
+ * failure policy (never retried) with a `DeserializationError`. It may return a Promise — a
+ * schema-registry decoder that fetches a schema on first use — and the message's handler then runs
+ * once it resolves; synchronous deserializers cost nothing extra.
  */
-export type Deserializer<T> = (data: Buffer | null, message: KafkaMessage) => T;
+export type Deserializer<T> = (data: Buffer | null, message: KafkaMessage) => T | PromiseLike<T>;
 
 /**
  * A deserializer, or a built-in one by name: `'buffer'` (as is), `'string'` (UTF-8, `null` stays

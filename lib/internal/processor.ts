@@ -14,6 +14,7 @@ import {
   from,
   isObservable,
   map,
+  mergeMap,
   of,
   retry,
   throwError,
@@ -218,7 +219,14 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
   ): RunningUnit | undefined {
     let decoded: DecodedMessage<K, V>;
     try {
-      decoded = this.decode(m);
+      const attempt = this.decode(m);
+      if (isPromiseLike(attempt)) {
+        // An async deserializer: the unit waits for it (its failure is a DeserializationError,
+        // never retried), then runs as any other.
+        const unit$ = this.handle(partition, [m], [attempt]);
+        return this.subscribeUnit(partition, subscriber, unit$, runner, m);
+      }
+      decoded = attempt;
     } catch (err) {
       // A payload that cannot be decoded fails the same way every time: never retried.
       return this.subscribeUnit(
@@ -335,17 +343,50 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
   }
 
   /** One unit: decode, run with retries, ack — or apply the failure policy. */
-  private handle(partition: PartitionControl, messages: KafkaMessage[]): Observable<O> {
+  private handle(
+    partition: PartitionControl,
+    messages: KafkaMessage[],
+    decoding?: (DecodedMessage<K, V> | Promise<DecodedMessage<K, V>>)[],
+  ): Observable<O> {
+    const attempts =
+      decoding ??
+      messages.map((m) => {
+        try {
+          return this.decode(m);
+        } catch (err) {
+          return err as DeserializationError;
+        }
+      });
+    if (!attempts.some(isPromiseLike)) {
+      return this.runDecoded(partition, messages, attempts as (DecodedMessage<K, V> | Error)[]);
+    }
+    // Async deserializers: every message's decoding settles first, in the unit's order.
+    return defer(() =>
+      Promise.all(
+        attempts.map((a) =>
+          isPromiseLike(a) ? Promise.resolve(a).catch((err: unknown) => err as Error) : a,
+        ),
+      ),
+    ).pipe(mergeMap((settled) => this.runDecoded(partition, messages, settled)));
+  }
+
+  /** Runs a unit whose messages are decoded (an Error where decoding failed). */
+  private runDecoded(
+    partition: PartitionControl,
+    messages: KafkaMessage[],
+    attempts: (DecodedMessage<K, V> | Error)[],
+  ): Observable<O> {
     const good: KafkaMessage[] = [];
     const decoded: DecodedMessage<K, V>[] = [];
     const undecodable: Observable<O>[] = [];
-    for (const m of messages) {
-      try {
-        decoded.push(this.decode(m));
+    for (const [i, m] of messages.entries()) {
+      const attempt = attempts[i];
+      if (!(attempt instanceof Error) && attempt !== undefined) {
+        decoded.push(attempt);
         good.push(m);
-      } catch (err) {
+      } else {
         // A payload that cannot be decoded fails the same way every time: never retried.
-        undecodable.push(this.fail(partition, [m], err as DeserializationError, 0));
+        undecodable.push(this.fail(partition, [m], attempt as DeserializationError, 0));
         if (this.options.onFailure === 'stop') return concat(...undecodable);
       }
     }
@@ -457,29 +498,50 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     );
   }
 
-  private decode(message: KafkaMessage): DecodedMessage<K, V> {
+  /**
+   * Decodes key and value. Synchronous deserializers give the message at once; an async one (a
+   * schema-registry lookup) gives a Promise. Either way a failure is a DeserializationError.
+   */
+  private decode(message: KafkaMessage): DecodedMessage<K, V> | Promise<DecodedMessage<K, V>> {
     const { key: keyOf, value: valueOf } = this.options;
     if (keyOf === undefined && valueOf === undefined) {
       return message as unknown as DecodedMessage<K, V>;
     }
+    const failed = (part: 'key' | 'value', err: unknown): DeserializationError =>
+      new DeserializationError(
+        `Could not decode the ${part} of ${message.topic}[${message.partition}]@${message.offset}: ${describe(err)}`,
+        coordinatesOf(message),
+        part,
+        { cause: err },
+      );
     const run = (part: 'key' | 'value', fn: typeof keyOf, data: Buffer | null): unknown => {
       if (fn === undefined) return data;
+      let out: unknown;
       try {
-        return fn(data, message);
+        out = fn(data, message);
       } catch (err) {
-        throw new DeserializationError(
-          `Could not decode the ${part} of ${message.topic}[${message.partition}]@${message.offset}: ${describe(err)}`,
-          coordinatesOf(message),
-          part,
-          { cause: err },
-        );
+        throw failed(part, err);
       }
+      return isPromiseLike(out)
+        ? Promise.resolve(out).catch((err: unknown) => {
+            throw failed(part, err);
+          })
+        : out;
     };
-    return {
+    const key = run('key', keyOf, message.key);
+    const value = run('value', valueOf, message.value);
+    if (!isPromiseLike(key) && !isPromiseLike(value)) {
+      return { ...message, key: key as K, value: value as V };
+    }
+    const decoded = Promise.all([key, value]).then(([k, v]) => ({
       ...message,
-      key: run('key', keyOf, message.key) as K,
-      value: run('value', valueOf, message.value) as V,
-    };
+      key: k as K,
+      value: v as V,
+    }));
+    // Its failure is handled where the unit runs; a unit dropped before it runs (a revoke) must
+    // not leave an unhandled rejection behind.
+    decoded.catch(() => undefined);
+    return decoded;
   }
 
   /**
