@@ -1,4 +1,5 @@
 import type { LoggerLike } from './logger';
+import type { HandlerTracer } from './tracing';
 import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
 import { ConfigError } from './errors';
 import type { AssignedPartition, StartPosition } from './types';
@@ -98,6 +99,12 @@ export interface ReactiveConsumerOptions {
    * tie it to the service's shutdown. A signal aborted already closes it at once.
    */
   signal?: AbortSignal;
+  /**
+   * Runs each handler call inside a tracing context, so the handler's own spans are children of
+   * the message's span: `openTelemetryTracing(api)` for OpenTelemetry, or your own
+   * {@link HandlerTracer}. (The `reactive-rdkafka:handler` tracing channel works without it.)
+   */
+  tracing?: HandlerTracer;
   /** Longest wait for the first connection to the cluster, in ms. @default 30000 */
   connectTimeoutMs?: number;
   /** Most messages taken from librdkafka by one `consume(n)` call. @default 500 */
@@ -346,6 +353,14 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
       typeof (options.signal as { addEventListener?: unknown }).addEventListener !== 'function')
   ) {
     fail('signal', 'an AbortSignal', options.signal);
+  }
+  if (
+    options.tracing !== undefined &&
+    (typeof options.tracing !== 'object' ||
+      options.tracing === null ||
+      typeof (options.tracing as { around?: unknown }).around !== 'function')
+  ) {
+    fail('tracing', 'a HandlerTracer (an object with around(trace, run))', options.tracing);
   }
   if (options.logger !== undefined) {
     const logger = options.logger as unknown as Record<string, unknown>;

@@ -18,6 +18,8 @@ import type { ConsumerMetrics } from './metrics';
 import type { PartitionControl } from './internal/partition-control';
 import type { ConsumerFactory } from './internal/rdkafka';
 import { asLogger, defaultLogger } from './logger';
+import { traceBatchHandler, traceHandler } from './tracing';
+import type { HandlerTracer } from './tracing';
 import type {
   ConsumerEvent,
   MessageHandler,
@@ -89,6 +91,8 @@ export class ReactiveConsumer {
   private readonly observability: ConsumerObservability;
   private readonly logger: Logger;
   private attached = false;
+  /** Runs handler calls inside a tracing context (`options.tracing`). */
+  private readonly tracer: HandlerTracer | undefined;
   /** Dead-letter writers of the running pipeline, closed by `close()` after the consumer. */
   private readonly deadLetterWriters = new Set<DeadLetterWriter>();
 
@@ -97,6 +101,7 @@ export class ReactiveConsumer {
     private readonly internals: ReactiveConsumerInternals = {},
   ) {
     this.settings = resolveSettings(options);
+    this.tracer = options.tracing;
     const base = options.logger ? asLogger(options.logger) : defaultLogger();
     this.logger = base.child({ component: 'reactive-rdkafka', group: this.settings.groupId });
     this.engine = new ConsumerEngine(
@@ -175,7 +180,9 @@ export class ReactiveConsumer {
       throw new ConfigError('Expected `handler` to be a function', 'handler');
     }
     return this.pipeline(
-      singleMode(this.observability.instrument(handler)),
+      singleMode(
+        this.observability.instrument(traceHandler(handler, this.settings.groupId, this.tracer)),
+      ),
       resolveProcessOptions(options as ProcessOptions<unknown, unknown>, this.settings),
     );
   }
@@ -215,7 +222,11 @@ export class ReactiveConsumer {
       );
     }
     const instrumented = this.observability.instrument(
-      (batch: MessageBatch<K, V>) => handler(batch) as HandlerResult<R>,
+      traceBatchHandler(
+        (batch: MessageBatch<K, V>) => handler(batch) as HandlerResult<R>,
+        this.settings.groupId,
+        this.tracer,
+      ),
     );
     return this.pipeline<R, K, V, ProcessedBatch<R>>(
       {

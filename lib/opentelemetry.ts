@@ -1,0 +1,111 @@
+/**
+ * OpenTelemetry for handlers: `tracing: openTelemetryTracing(api)` makes each handler call a
+ * CONSUMER span — a child of the producer's span when the message carries W3C `traceparent` /
+ * `tracestate` headers (the producer's trace id flows on), linked to it too — and runs the handler
+ * inside that span's context, so the handler's own spans (database, HTTP) are its children.
+ *
+ * `@opentelemetry/api` is an optional peer dependency: pass the module you use
+ * (`import * as api from '@opentelemetry/api'`), so the library never imports it itself.
+ */
+import type * as OpenTelemetryApi from '@opentelemetry/api';
+import type { Attributes, Link, Span, TextMapGetter, Tracer } from '@opentelemetry/api';
+import type { HandlerTrace, HandlerTracer } from './tracing';
+
+export interface OpenTelemetryTracingOptions {
+  /** The tracer to start spans with. @default `api.trace.getTracer('reactive-rdkafka')` */
+  tracer?: Tracer;
+  /** Record the message key as `messaging.kafka.message.key` (UTF-8). @default true */
+  recordKey?: boolean;
+}
+
+type Headers = ReadonlyArray<readonly [string, Buffer]>;
+
+/** Reads W3C trace context from Kafka headers (names compared case-insensitively). */
+const headerGetter: TextMapGetter<Headers> = {
+  keys: (carrier) => carrier.map(([k]) => k),
+  get: (carrier, key) => {
+    const wanted = key.toLowerCase();
+    const found = carrier.find(([k]) => k.toLowerCase() === wanted);
+    return found ? found[1].toString('utf8') : undefined;
+  },
+};
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  typeof value === 'object' &&
+  value !== null &&
+  typeof (value as { then?: unknown }).then === 'function';
+
+/** A {@link HandlerTracer} that makes each handler call an OpenTelemetry CONSUMER span. */
+export function openTelemetryTracing(
+  api: typeof OpenTelemetryApi,
+  options: OpenTelemetryTracingOptions = {},
+): HandlerTracer {
+  const tracer = options.tracer ?? api.trace.getTracer('reactive-rdkafka');
+  const recordKey = options.recordKey ?? true;
+  const fail = (span: Span, err: unknown): void => {
+    span.recordException(err instanceof Error ? err : String(err));
+    span.setStatus({
+      code: api.SpanStatusCode.ERROR,
+      message: err instanceof Error ? err.message : String(err),
+    });
+  };
+  return {
+    around<T>(trace: HandlerTrace, run: () => T): T {
+      const messages = trace.message ? [trace.message] : (trace.batch?.messages ?? []);
+      const links: Link[] = [];
+      let producer: OpenTelemetryApi.Context | undefined;
+      for (const m of messages) {
+        const extracted = api.propagation.extract(api.ROOT_CONTEXT, m.headers, headerGetter);
+        const sc = api.trace.getSpanContext(extracted);
+        if (sc === undefined || !api.trace.isSpanContextValid(sc)) continue;
+        links.push({ context: sc });
+        producer ??= extracted;
+      }
+      // One message: its producer's context is the parent (the trace id flows on). A batch keeps
+      // the caller's context and links every message's producer.
+      const parent = (trace.message ? producer : undefined) ?? api.context.active();
+      const attributes: Attributes = {
+        'messaging.system': 'kafka',
+        'messaging.operation.type': 'process',
+        'messaging.operation.name': 'process',
+        'messaging.destination.name': trace.topic,
+        'messaging.destination.partition.id': String(trace.partition),
+        'messaging.consumer.group.name': trace.group,
+        'messaging.kafka.offset': trace.offset,
+      };
+      if (trace.batch) attributes['messaging.batch.message_count'] = messages.length;
+      const key: unknown = trace.message?.key;
+      if (recordKey && (Buffer.isBuffer(key) || typeof key === 'string')) {
+        attributes['messaging.kafka.message.key'] = key.toString('utf8');
+      }
+      const span = tracer.startSpan(
+        `process ${trace.topic}`,
+        { kind: api.SpanKind.CONSUMER, attributes, links },
+        parent,
+      );
+      let result: T;
+      try {
+        result = api.context.with(api.trace.setSpan(parent, span), run);
+      } catch (err) {
+        fail(span, err);
+        span.end();
+        throw err;
+      }
+      if (!isPromiseLike(result)) {
+        span.end();
+        return result;
+      }
+      return Promise.resolve(result).then(
+        (value) => {
+          span.end();
+          return value;
+        },
+        (err: unknown) => {
+          fail(span, err);
+          span.end();
+          throw err;
+        },
+      ) as T;
+    },
+  };
+}
