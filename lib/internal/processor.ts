@@ -74,6 +74,12 @@ export interface ProcessingMode<R, K, V, O> {
   readonly batch?: { readonly maxSize: number; readonly maxWaitMs: number };
   /** Calls the user's handler for a unit (one message, or one batch) of decoded messages. */
   call(messages: DecodedMessage<K, V>[], raw: KafkaMessage[]): ReturnType<MessageHandler<R>>;
+  /**
+   * Counts finished messages as done (`result` undefined for skipped ones). Absent: acked in
+   * their partition's ledger at once; `processTransactional()` acks them only once their records
+   * are in the open transaction.
+   */
+  settle?(partition: PartitionControl, messages: KafkaMessage[], result: R | undefined): void;
   /** What the pipeline emits for a finished unit. */
   output(
     messages: KafkaMessage[],
@@ -115,6 +121,16 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     private readonly deadLetter: DeadLetterWriter | undefined,
     private readonly random: () => number = Math.random,
   ) {}
+
+  /** Counts finished messages as done: the mode's rule, or an ack in the ledger. */
+  private settle(
+    partition: PartitionControl,
+    messages: KafkaMessage[],
+    result: R | undefined,
+  ): void {
+    if (this.mode.settle) this.mode.settle(partition, messages, result);
+    else for (const m of messages) partition.ack(m);
+  }
 
   /** The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`. */
   runPartition(partition: PartitionControl, limiter: FairLimiter): Observable<O> {
@@ -183,7 +199,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     let attempts = 0;
     let abandoned = false;
     const succeed = (result: unknown): O => {
-      for (const m of good) partition.ack(m);
+      this.settle(partition, good, result as R | undefined);
       return this.mode.output(good, 'processed', attempts, result as R | undefined);
     };
     /** Retries (rxjs `retry`), starting from the outcome of a first attempt already made. */
@@ -371,7 +387,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
             error: cause,
             at: Date.now(),
           });
-          partition.ack(m);
+          this.settle(partition, [m], undefined);
         }
         return of(this.mode.output(messages, 'skipped', attempts, undefined, cause));
       }
