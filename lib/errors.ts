@@ -21,6 +21,8 @@ export const ErrorCode = {
   StartPosition: 'ERR_RKC_START_POSITION',
   NotAssigned: 'ERR_RKC_NOT_ASSIGNED',
   FencedInstance: 'ERR_RKC_FENCED_INSTANCE',
+  ProducerFenced: 'ERR_RKC_PRODUCER_FENCED',
+  Transaction: 'ERR_RKC_TRANSACTION',
 } as const;
 
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -92,6 +94,41 @@ export class KafkaClientError extends ReactiveKafkaError {
     super(message, { cause: details.cause, retriable: details.retriable ?? false });
     this.kafkaCode = details.kafkaCode;
     this.fatal = details.fatal ?? false;
+  }
+}
+
+/**
+ * The transactional producer of `processTransactional()` was fenced: another producer with the same
+ * `transactional.id` started (two live instances share an id, or a restarted instance took over), or
+ * the broker bumped its epoch. Fatal: the consumer stops; the open transaction is aborted by the
+ * broker, so nothing of it becomes visible, and the partitions' next owners redo that work.
+ */
+export class ProducerFencedError extends ReactiveKafkaError {
+  readonly code = ErrorCode.ProducerFenced;
+  constructor(
+    message: string,
+    readonly transactionalId: string,
+    readonly kafkaCode: number,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
+  }
+}
+
+/**
+ * A transactional failure `processTransactional()` cannot recover from (a fatal producer error other
+ * than fencing, such as a refused `TransactionalIdWrite` authorization). The consumer stops; the open
+ * transaction is aborted (or left to the broker to abort), so none of it becomes visible.
+ */
+export class TransactionError extends ReactiveKafkaError {
+  readonly code = ErrorCode.Transaction;
+  constructor(
+    message: string,
+    readonly transactionalId: string,
+    readonly kafkaCode: number | undefined,
+    options: BaseOptions = {},
+  ) {
+    super(message, options);
   }
 }
 

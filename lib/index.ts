@@ -16,6 +16,8 @@ export {
   StartPositionError,
   NotAssignedError,
   FencedInstanceError,
+  ProducerFencedError,
+  TransactionError,
   hasErrorCode,
 } from './errors';
 export type { KafkaCoordinates } from './errors';
@@ -31,6 +33,13 @@ export { ReactiveConsumer } from './reactive-consumer';
 export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
 export type { ResolvedProcessOptions, ResolvedRetry } from './process-options';
 export { deserializers } from './deserializers';
+export { TRANSACTIONAL_DEFAULTS, resolveTransactionalOptions } from './transactional-options';
+export type {
+  OutputRecord,
+  TransactionalHandler,
+  TransactionalOptions,
+  ResolvedTransactionalOptions,
+} from './transactional-options';
 export { DEAD_LETTER_HEADERS } from './internal/dead-letter';
 export type { ReactiveConsumerInternals } from './reactive-consumer';
 export type {
@@ -41,6 +50,7 @@ export type {
   RebalanceEventType,
   RebalanceProtocol,
   PartitionCommitResult,
+  RevokeTransaction,
   Processed,
   ProcessedStatus,
   DecodedMessage,
@@ -74,6 +84,7 @@ export type {
   LastRevoke,
   StalledHandler,
   PartitionState,
+  TransactionMetrics,
 } from './metrics';
 export type { ConsumerHealth, HealthChecks, HealthDetails, HealthOptions } from './health';
 export { DiagnosticsChannel } from './diagnostics';

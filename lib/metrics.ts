@@ -164,4 +164,25 @@ export interface ConsumerMetrics {
   readonly lastPollAt: number;
   /** When librdkafka's last statistics report arrived (ms since the epoch; 0 before). */
   readonly statsAt: number;
+  /** `processTransactional()` only: its transactions. */
+  readonly transactions?: TransactionMetrics;
+}
+
+/** The transactions of `processTransactional()` since the consumer started. */
+export interface TransactionMetrics {
+  readonly transactionalId: string;
+  /** Transactions the broker confirmed. */
+  readonly committed: number;
+  /** Transactions aborted (never visible to read_committed readers; their inputs are redone). */
+  readonly aborted: number;
+  /** Input messages and output records in committed transactions. */
+  readonly messages: number;
+  readonly records: number;
+  /** Input messages and output records thrown away by aborts. */
+  readonly abortedMessages: number;
+  readonly abortedRecords: number;
+  /** The transactional producer now. */
+  readonly state: 'starting' | 'open' | 'committing' | 'aborting' | 'failed' | 'closed';
+  /** Commit requested → confirmed. */
+  readonly duration: DurationHistogram;
 }

@@ -264,6 +264,39 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     },
   );
   counter(
+    'transactions_total',
+    'processTransactional() transactions by result (committed: confirmed by the broker; aborted).',
+    ['group', 'result'],
+    (add, obs) => {
+      const t = snapshot(obs).transactions;
+      if (t === undefined) return;
+      add({ group: obs.group, result: 'committed' }, t.committed);
+      add({ group: obs.group, result: 'aborted' }, t.aborted);
+    },
+  );
+  counter(
+    'transaction_messages_total',
+    'Input messages in committed and in aborted transactions (processTransactional()).',
+    ['group', 'result'],
+    (add, obs) => {
+      const t = snapshot(obs).transactions;
+      if (t === undefined) return;
+      add({ group: obs.group, result: 'committed' }, t.messages);
+      add({ group: obs.group, result: 'aborted' }, t.abortedMessages);
+    },
+  );
+  counter(
+    'transaction_records_total',
+    'Output records in committed and in aborted transactions (processTransactional()).',
+    ['group', 'result'],
+    (add, obs) => {
+      const t = snapshot(obs).transactions;
+      if (t === undefined) return;
+      add({ group: obs.group, result: 'committed' }, t.records);
+      add({ group: obs.group, result: 'aborted' }, t.abortedRecords);
+    },
+  );
+  counter(
     'rebalances_total',
     'Rebalance outcomes: assigned, revoked (drained, committed, released) or lost.',
     ['group', 'type'],

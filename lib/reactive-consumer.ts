@@ -1,4 +1,4 @@
-import { Observable, mergeMap } from 'rxjs';
+import { Observable, defer, isObservable, map, mergeMap, toArray } from 'rxjs';
 import type { Logger } from 'pino';
 import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
@@ -8,6 +8,15 @@ import type { CompletedStore } from './internal/completed-store';
 import { DeadLetterWriter } from './internal/dead-letter';
 import type { ProducerFactory } from './internal/dead-letter';
 import { FairLimiter } from './internal/fair-limiter';
+import { TransactionalProducer } from './internal/transactional-producer';
+import type { TransactionalProducerFactory } from './internal/transactional-producer';
+import { Transactions } from './internal/transactions';
+import { resolveTransactionalOptions } from './transactional-options';
+import type {
+  OutputRecord,
+  TransactionalHandler,
+  TransactionalOptions,
+} from './transactional-options';
 import { MessageProcessor, singleMode } from './internal/processor';
 import type { ProcessingMode } from './internal/processor';
 import { BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
@@ -31,6 +40,7 @@ import type {
   TopicPartition,
   BatchHandler,
   BatchProcessOptions,
+  DecodedMessage,
   HandlerResult,
   KafkaMessage,
   MessageBatch,
@@ -41,6 +51,8 @@ import type {
 export interface ReactiveConsumerInternals {
   consumerFactory?: ConsumerFactory;
   producerFactory?: ProducerFactory;
+  /** Builds the transactional producer of processTransactional(). */
+  transactionalProducerFactory?: TransactionalProducerFactory;
   /** Replaces the Kafka-backed completed-offset store. */
   storeFactory?: (settings: ConsumerSettings) => CompletedStore;
   /** Source of retry jitter. */
@@ -95,6 +107,8 @@ export class ReactiveConsumer {
   private readonly tracer: HandlerTracer | undefined;
   /** Dead-letter writers of the running pipeline, closed by `close()` after the consumer. */
   private readonly deadLetterWriters = new Set<DeadLetterWriter>();
+  /** The transactional unit of a running processTransactional(), closed after the consumer. */
+  private transactions: Transactions | undefined;
 
   constructor(
     options: ReactiveConsumerOptions,
@@ -262,6 +276,93 @@ export class ReactiveConsumer {
     );
   }
 
+  /**
+   * Exactly once from topic to topic: runs `handler` for every message and writes the records it
+   * returns, together with the message's offset, in Kafka transactions (KIP-98, with the consumer's
+   * group metadata: KIP-447). A `read_committed` reader of the outputs sees each input's records
+   * exactly once — across rebalances, restarts and crashes (SIGKILL) — and the group's committed
+   * offsets move only with them. Side effects outside Kafka are not covered (at least once).
+   *
+   * The library owns one transactional producer for this consumer; `transactional.id` is given
+   * (`transactionalId`) or derived (`${transactionalIdPrefix ?? group.id}-${instanceId}`): unique
+   * among live instances, stable across restarts of one (see docs/exactly-once.md).
+   *
+   * - Records of one input partition are written in its offset order (a message that finished out
+   *   of order waits for those below it); a message counts once its records are in the open
+   *   transaction. A transaction holds at most `maxMessages` messages and stays open at most
+   *   `maxMs`; one commits at a time.
+   * - A revoke drains, commits the open transaction (outputs and offsets, confirmed), then
+   *   unassigns; a lost partition, a refused produce or a failed commit aborts it, and the
+   *   partitions that had work in it go back and redo it (nothing of the aborted transaction ever
+   *   counts); a fenced producer stops the consumer with a {@link ProducerFencedError}.
+   * - `concurrency`, `partitionConcurrency`, `ordering`, `retry`, `key`/`value` work as in
+   *   {@link process}; `onFailure` is `'stop'` or `'skip'` (no dead-letter: that write would not be
+   *   in the transaction); `rememberCompleted` and `isolation.level=read_uncommitted` are refused.
+   *
+   * Emits a {@link Processed} per finished message (its `result` the records), before its
+   * transaction commits; completes after `close()`.
+   */
+  processTransactional<V = Buffer | null, K = Buffer | null>(
+    handler: TransactionalHandler<K, V>,
+    options: TransactionalOptions<K, V> = {},
+  ): Observable<Processed<readonly OutputRecord[]>> {
+    if (typeof handler !== 'function') {
+      throw new ConfigError('Expected `handler` to be a function', 'handler');
+    }
+    const resolved = resolveTransactionalOptions(
+      options as TransactionalOptions<unknown, unknown>,
+      this.settings,
+    );
+    const logger = this.logger.child({
+      component: 'transactions',
+      transactionalId: resolved.transactionalId,
+    });
+    const producer = new TransactionalProducer(
+      resolved.transactionalId,
+      resolved.producerConfig,
+      (err) =>
+        err.fatal
+          ? logger.error({ err }, 'transactional producer: fatal error')
+          : logger.warn({ err }, 'transactional producer error'),
+      this.internals.transactionalProducerFactory,
+    );
+    const unit = new Transactions(producer, resolved, this.settings, logger, {
+      owned: () => this.engine.controls(),
+      owns: (c) => this.engine.owns(c),
+      consumer: () => this.engine.client.raw,
+      seek: (tp, offset) => this.engine.seek(tp, { offset }),
+      fail: (err) => this.engine.failWith(err),
+      changed: () => this.engine.changed(),
+      observer: () => this.engine.observer,
+    });
+    const instrumented = this.observability.instrument((m: DecodedMessage<K, V>) =>
+      recordsOf(handler(m)),
+    );
+    const single = singleMode<readonly OutputRecord[], K, V>(instrumented);
+    const mode: ProcessingMode<
+      readonly OutputRecord[],
+      K,
+      V,
+      Processed<readonly OutputRecord[]>
+    > = {
+      ...single,
+      settle: (partition, messages, result) => {
+        for (const m of messages) unit.settle(partition, m, result ?? []);
+      },
+    };
+    return defer(() => {
+      // Only the subscription that will run the pipeline installs the transactions; a refused one
+      // (already subscribed, closed) gets its error from the pipeline below.
+      if (!this.attached && this.engine.lifecycle.kind === 'idle' && !this.transactions) {
+        this.transactions = unit;
+        this.engine.commitThrough(unit);
+        this.observability.transactions = () => unit.stats();
+        void unit.start();
+      }
+      return this.pipeline(mode, resolved.process);
+    });
+  }
+
   private pipeline<R, K, V, O>(
     mode: ProcessingMode<R, K, V, O>,
     resolved: ResolvedProcessOptions,
@@ -318,6 +419,7 @@ export class ReactiveConsumer {
       return () => {
         if (sub.closed) {
           if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
+          void this.transactions?.close();
           return;
         }
         // Unsubscribing (or `takeUntil`) is a graceful stop, exactly like close(): the pipeline
@@ -409,6 +511,8 @@ export class ReactiveConsumer {
     await Promise.all(
       [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),
     );
+    // Every transaction a revoke committed is confirmed; disconnect the transactional producer.
+    await this.transactions?.close();
   }
 
   /** `await using consumer = new ReactiveConsumer(…)` closes it (gracefully) at the end of the scope. */
@@ -428,4 +532,51 @@ export class ReactiveConsumer {
       );
     }
   }
+}
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  value !== null &&
+  typeof value === 'object' &&
+  typeof (value as PromiseLike<unknown>).then === 'function';
+
+/** Checks what a transactional handler returned: an array of records (a throw fails the message). */
+function checkRecords(value: unknown): readonly OutputRecord[] {
+  if (!Array.isArray(value)) {
+    throw new TypeError(
+      `processTransactional(): the handler must return an array of records { topic, value, key?, headers?, partition? }, got ${typeof value}`,
+    );
+  }
+  for (const r of value as unknown[]) {
+    const rec = r as Partial<OutputRecord> | null;
+    if (
+      typeof rec !== 'object' ||
+      rec === null ||
+      typeof rec.topic !== 'string' ||
+      rec.topic === '' ||
+      !(rec.value === null || typeof rec.value === 'string' || Buffer.isBuffer(rec.value)) ||
+      (rec.partition !== undefined && (!Number.isInteger(rec.partition) || rec.partition < 0))
+    ) {
+      throw new TypeError(
+        'processTransactional(): each record needs a `topic` (string) and a `value` (Buffer, string or null); `partition`, when set, an integer ≥ 0',
+      );
+    }
+  }
+  return value as readonly OutputRecord[];
+}
+
+/** A transactional handler's result as the processor runs it: a checked array of records. */
+function recordsOf(
+  result: ReturnType<TransactionalHandler<never, never>>,
+):
+  readonly OutputRecord[] | Promise<readonly OutputRecord[]> | Observable<readonly OutputRecord[]> {
+  if (isObservable(result)) {
+    return result.pipe(
+      toArray(),
+      map((parts) =>
+        checkRecords(parts.flatMap((p) => (Array.isArray(p) ? p : [p]) as OutputRecord[])),
+      ),
+    );
+  }
+  if (isPromiseLike(result)) return Promise.resolve(result).then(checkRecords);
+  return checkRecords(result);
 }

@@ -72,6 +72,11 @@ export type RebalanceEvent =
   | (RebalanceEventBase & {
       readonly type: 'committed';
       readonly results: readonly PartitionCommitResult[];
+      /**
+       * `processTransactional()` only: what the revoke's commit did with the open transaction
+       * (the results' offsets went into it, with the outputs of the messages they cover).
+       */
+      readonly transaction?: RevokeTransaction;
       /** drained → committed, in ms. */
       readonly durationMs: number;
     })
@@ -90,6 +95,16 @@ export type RebalanceEvent =
       readonly handedOver: boolean;
     })
   | (RebalanceEventBase & { readonly type: 'lost'; readonly reason: string });
+
+/** What a revoke's commit did with the open transaction (`processTransactional()`). */
+export interface RevokeTransaction {
+  /** `none`: nothing was open and no offset had moved. */
+  readonly outcome: 'committed' | 'aborted' | 'failed' | 'none';
+  /** Input messages and output records the transaction held. */
+  readonly messages: number;
+  readonly records: number;
+  readonly reason?: string;
+}
 
 /** The phase names of {@link RebalanceEvent}: `assigned | revoking | drained | committed | revoked | lost`. */
 export type RebalanceEventType = RebalanceEvent['type'];

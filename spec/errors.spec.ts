@@ -15,6 +15,8 @@ import {
   NotAssignedError,
   StartPositionError,
   NativeFeatureMissingError,
+  ProducerFencedError,
+  TransactionError,
   ReactiveKafkaError,
   TimeoutError,
   hasErrorCode,
@@ -43,6 +45,8 @@ describe('errors', () => {
     [new StartPositionError('m', { topic: 't', partition: 0 }), ErrorCode.StartPosition],
     [new NotAssignedError('m', { topic: 't', partition: 0 }), ErrorCode.NotAssigned],
     [new FencedInstanceError('m', 111, 'worker-1'), ErrorCode.FencedInstance],
+    [new ProducerFencedError('m', 'txn-1', -144), ErrorCode.ProducerFenced],
+    [new TransactionError('m', 'txn-1', 53), ErrorCode.Transaction],
   ];
   const expectedCodes: Record<string, string> = {
     ConfigError: 'ERR_RKC_CONFIG',
@@ -60,6 +64,8 @@ describe('errors', () => {
     StartPositionError: 'ERR_RKC_START_POSITION',
     NotAssignedError: 'ERR_RKC_NOT_ASSIGNED',
     FencedInstanceError: 'ERR_RKC_FENCED_INSTANCE',
+    ProducerFencedError: 'ERR_RKC_PRODUCER_FENCED',
+    TransactionError: 'ERR_RKC_TRANSACTION',
   };
 
   it('keeps each class on its documented code string (the contract users match on)', () => {

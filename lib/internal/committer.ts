@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
-import type { PartitionCommitResult, TopicPartition } from '../types';
+import type { PartitionCommitResult, RevokeTransaction, TopicPartition } from '../types';
 import type { CompletedStore } from './completed-store';
 import { settlesWithin } from './conditions';
 import type { ConsumerClient } from './consumer-client';
@@ -57,7 +57,27 @@ export interface CommitterHost {
   partitionLogger(control: PartitionControl): Logger;
 }
 
-export class Committer {
+/**
+ * Where a consumer's offsets go. The committer commits them to the group; `processTransactional()`
+ * routes them through its transactions instead ({@link Committer.commitThrough}).
+ */
+export interface OffsetCommits {
+  /** Whether a commit that is not a revoke's is in flight. */
+  readonly periodicInFlight: boolean;
+  maybeCommit(
+    controls: Iterable<PartitionControl>,
+    isCurrent: (control: PartitionControl) => boolean,
+  ): void;
+  commitFinal(controls: PartitionControl[], deadline: number): Promise<PartitionCommitResult[]>;
+  /** Partitions released as lost (nothing committed for them). */
+  lost(controls: readonly PartitionControl[]): void;
+  /** Transactions only: what the last final commit did with the open transaction. */
+  readonly lastFinal?: RevokeTransaction;
+}
+
+export class Committer implements OffsetCommits {
+  /** Set by processTransactional(): offsets go through its transactions, not to the group. */
+  private through: OffsetCommits | undefined;
   /** The periodic commit in flight (its memory write included). */
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
@@ -77,7 +97,26 @@ export class Committer {
 
   /** Whether a periodic commit is in flight. */
   get periodicInFlight(): boolean {
+    if (this.through) return this.through.periodicInFlight;
     return this.commitInFlight !== undefined;
+  }
+
+  /**
+   * Routes every commit through `commits` from now on (processTransactional(): no commit to the
+   * group, offsets go into transactions). Only before the consumer starts.
+   */
+  commitThrough(commits: OffsetCommits): void {
+    this.through = commits;
+  }
+
+  /** Transactions only: what the last final commit did with the open transaction. */
+  get lastFinal(): RevokeTransaction | undefined {
+    return this.through?.lastFinal;
+  }
+
+  /** Partitions released as lost: nothing is committed for them (only transactions care). */
+  lost(controls: readonly PartitionControl[]): void {
+    this.through?.lost(controls);
   }
 
   /**
@@ -89,6 +128,10 @@ export class Committer {
     controls: Iterable<PartitionControl>,
     isCurrent: (control: PartitionControl) => boolean,
   ): void {
+    if (this.through) {
+      this.through.maybeCommit(controls, isCurrent);
+      return;
+    }
     if (this.commitInFlight) return;
     const now = Date.now();
     if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
@@ -212,6 +255,7 @@ export class Committer {
     controls: PartitionControl[],
     deadline: number,
   ): Promise<PartitionCommitResult[]> {
+    if (this.through) return this.through.commitFinal(controls, deadline);
     const results = new Map<PartitionControl, PartitionCommitResult>();
     const toCommit: { control: PartitionControl; offset: number }[] = [];
     const unchanged: { control: PartitionControl; offset: number }[] = [];

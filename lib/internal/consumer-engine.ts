@@ -14,6 +14,7 @@ import { Assignments } from './assignments';
 import { ConsumeCadence } from './consume-loop';
 import { FlowControl } from './flow-control';
 import { Committer } from './committer';
+import type { OffsetCommits } from './committer';
 import { StartPositions } from './start-positions';
 import {
   assertNever,
@@ -229,6 +230,25 @@ export class ConsumerEngine implements ProcessorHost {
   get runningSince(): number {
     const s = this.state;
     return s.kind === 'running' ? s.since : s.kind === 'closing' ? s.runningSince : 0;
+  }
+
+  /**
+   * Routes the consumer's offsets through `commits` instead of committing them to the group
+   * (processTransactional()). Only before the consumer starts.
+   */
+  commitThrough(commits: OffsetCommits): void {
+    if (this.state.kind !== 'idle') throw new Error('commitThrough() after the consumer started');
+    this.committer.commitThrough(commits);
+  }
+
+  /** Something changed outside the engine (a transaction settled): re-check what waits. */
+  changed(): void {
+    this.conditions.changed();
+  }
+
+  /** Whether the stream still owns its partition (no seek or newer assignment replaced it). */
+  owns(control: PartitionControl): boolean {
+    return this.assignments.owns(control);
   }
 
   /** The controls of the partitions owned now, including ones being revoked (for metrics). */

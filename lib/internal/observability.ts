@@ -18,6 +18,7 @@ import type {
   PartitionMetrics,
   RebalanceMetrics,
   StalledHandler,
+  TransactionMetrics,
 } from '../metrics';
 import type { HandlerResult, KafkaMessage, RebalanceEvent, TopicPartition } from '../types';
 import type { ConsumerEngine } from './consumer-engine';
@@ -79,6 +80,8 @@ export function observabilityOf(consumer: object): ConsumerObservability | undef
 }
 
 export class ConsumerObservability implements EngineObserver {
+  /** Set by processTransactional(): the transactional unit's counters. */
+  transactions: (() => TransactionMetrics) | undefined;
   private readonly counters = new Map<string, PartitionCounters>();
   private lastCounters: PartitionCounters | undefined;
   private received_ = 0;
@@ -529,6 +532,7 @@ export class ConsumerObservability implements EngineObserver {
       stalls: this.stalls.stallsTotal,
       lastPollAt: this.engine.lastPollAt,
       statsAt: this.statsAt,
+      ...(this.transactions === undefined ? {} : { transactions: this.transactions() }),
     };
   }
 

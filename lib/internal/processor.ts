@@ -74,6 +74,12 @@ export interface ProcessingMode<R, K, V, O> {
   readonly batch?: { readonly maxSize: number; readonly maxWaitMs: number };
   /** Calls the user's handler for a unit (one message, or one batch) of decoded messages. */
   call(messages: DecodedMessage<K, V>[], raw: KafkaMessage[]): ReturnType<MessageHandler<R>>;
+  /**
+   * Counts finished messages as done (`result` undefined for skipped ones). Absent: acked in
+   * their partition's ledger at once; `processTransactional()` acks them only once their records
+   * are in the open transaction.
+   */
+  settle?(partition: PartitionControl, messages: KafkaMessage[], result: R | undefined): void;
   /** What the pipeline emits for a finished unit. */
   output(
     messages: KafkaMessage[],
@@ -131,6 +137,16 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     private readonly deadLetter: DeadLetterWriter | undefined,
     private readonly random: () => number = Math.random,
   ) {}
+
+  /** Counts finished messages as done: the mode's rule, or an ack in the ledger. */
+  private settle(
+    partition: PartitionControl,
+    messages: KafkaMessage[],
+    result: R | undefined,
+  ): void {
+    if (this.mode.settle) this.mode.settle(partition, messages, result);
+    else for (const m of messages) partition.ack(m);
+  }
 
   /**
    * The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`.
@@ -273,7 +289,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       );
     }
     if (!isPromiseLike(result)) {
-      partition.ack(m);
+      this.settle(partition, [m], result as R | undefined);
       subscriber.next(one.output(m, 'processed', 1, result));
       partition.handlerEnded();
       return undefined;
@@ -282,7 +298,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     result.then(
       (value) => {
         if (unit.cancelled) return;
-        partition.ack(m);
+        this.settle(partition, [m], value as R | undefined);
         subscriber.next(one.output(m, 'processed', 1, value as R | undefined));
         unit.settle();
         runner.finish(unit, m);
@@ -420,7 +436,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         result.then(
           (value) => {
             if (subscriber.closed) return;
-            for (const m of good) partition.ack(m);
+            this.settle(partition, good, value as R | undefined);
             subscriber.next(this.mode.output(good, 'processed', 1, value as R | undefined));
             subscriber.complete();
           },
@@ -436,7 +452,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         );
         return () => inner?.unsubscribe();
       }
-      for (const m of good) partition.ack(m);
+      this.settle(partition, good, result as R | undefined);
       subscriber.next(this.mode.output(good, 'processed', 1, result as R | undefined));
       subscriber.complete();
       return undefined;
@@ -473,7 +489,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           this.retryDelay(first, err, retryCount, () => (abandoned = true)),
       }),
       map((result: unknown): O => {
-        for (const m of good) partition.ack(m);
+        this.settle(partition, good, result as R | undefined);
         return this.mode.output(good, 'processed', attempts, result as R | undefined);
       }),
       catchError((err: unknown) => {
@@ -628,7 +644,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
             error: cause,
             at: Date.now(),
           });
-          partition.ack(m);
+          this.settle(partition, [m], undefined);
         }
         return of(this.mode.output(messages, 'skipped', attempts, undefined, cause));
       }

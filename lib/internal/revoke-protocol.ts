@@ -177,6 +177,7 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
     { generation, results, durationMs: committedAt - drainedAt },
     lost.length > 0 ? 'final commit refused: partitions lost' : 'committed',
   );
+  const transaction = committer.lastFinal;
   host.emit({
     type: 'committed',
     generation,
@@ -185,6 +186,7 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
     results,
     durationMs: committedAt - drainedAt,
     at: committedAt,
+    ...(transaction === undefined ? {} : { transaction }),
   });
 
   host.flow.releasing(stillOurs);
@@ -230,6 +232,8 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
 function releaseLost(ctx: RevokeContext, host: RevokeHost, reason: string): void {
   const { partitions, controls, protocol, generation } = ctx;
   for (const c of controls) c.fence(`partition lost: ${reason}`);
+  // Transactions abort the open one if it holds work of these partitions.
+  host.committer.lost(controls);
   host.flow.releasing(controls);
   host.unassign(partitions, protocol, generation);
   host.forget(controls);

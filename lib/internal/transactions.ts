@@ -1,0 +1,578 @@
+/**
+ * The transactional unit of `processTransactional()`: one transactional producer per consumer, and
+ * the consumer's offsets committed through it (KIP-98 transactions, KIP-447 group metadata) in
+ * place of the committer's offset commits.
+ *
+ * - A finished message's records are handed to the producer in the open transaction strictly in
+ *   offset order per partition (a message finished out of order waits for the ones below it); only
+ *   then is it acked in its partition's ledger. So the offset a transaction carries never passes a
+ *   message whose records are not in that transaction or an earlier one.
+ * - One transaction at a time: while one commits (or aborts), finished messages wait for the next.
+ *   A transaction holds at most `maxMessages` messages and stays open at most `maxMs`.
+ * - Commit = sendOffsetsToTransaction (the contiguous offsets of every partition it touched, with
+ *   the consumer's group metadata) → commitTransaction, retried while librdkafka calls the error
+ *   retriable; only a commit the broker confirmed moves a partition's `lastCommitted`.
+ * - An abortable failure, or a partition lost while its work is in the open transaction, aborts
+ *   it: every partition that had work in it is poisoned (its later results are dropped, never let
+ *   into a later transaction) and sought back to the first offset of that work, so it is redone.
+ * - A fenced producer (another instance took the transactional.id) or any fatal error stops the
+ *   consumer with a ProducerFencedError / TransactionError; the broker aborts what was open.
+ */
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../config';
+import { NotAssignedError, ProducerFencedError, TransactionError } from '../errors';
+import type { OutputRecord, ResolvedTransactionalOptions } from '../transactional-options';
+import type {
+  KafkaMessage,
+  PartitionCommitResult,
+  RevokeTransaction,
+  TopicPartition,
+} from '../types';
+import type { OffsetCommits } from './committer';
+import type { EngineObserver } from './engine-observer';
+import { Histogram, LATENCY_BUCKETS_SECONDS } from './histogram';
+import type { TransactionMetrics } from '../metrics';
+import type { PartitionControl } from './partition-control';
+import { Code, OWNERSHIP_LOST_CODES } from './rdkafka';
+import { TxnCallError } from './transactional-producer';
+import type { TransactionalProducer, TxnFailure } from './transactional-producer';
+
+/** What the unit needs from the engine. */
+export interface TransactionsHost {
+  /** The streams owned now (including ones being revoked). */
+  owned(): Iterable<PartitionControl>;
+  /** Whether the stream still owns its partition. */
+  owns(control: PartitionControl): boolean;
+  /** The raw node-rdkafka consumer (its group metadata goes into each transaction). */
+  consumer(): unknown;
+  /** Moves a partition back (see seeks.ts): its stream is replaced, its handlers aborted. */
+  seek(tp: TopicPartition, offset: number): Promise<number>;
+  /** Ends the consumer with an error. */
+  fail(err: Error): void;
+  changed(): void;
+  observer(): EngineObserver;
+}
+
+/** Counters of the unit, for metrics() and Prometheus. */
+export type TransactionStats = TransactionMetrics;
+
+/** The transaction of the last commit a revoke asked for (for the `committed` event). */
+export type FinalTransaction = RevokeTransaction;
+
+type State =
+  | { readonly kind: 'starting' }
+  | { readonly kind: 'open' }
+  | { readonly kind: 'committing' }
+  | { readonly kind: 'aborting' }
+  | { readonly kind: 'failed'; readonly error: Error }
+  | { readonly kind: 'closed' };
+
+interface Finished {
+  readonly message: KafkaMessage;
+  readonly records: readonly OutputRecord[];
+  /** Records already handed to the producer (a QUEUE_FULL can stop half-way). */
+  produced: number;
+}
+
+/** The work of one transaction. */
+interface Txn {
+  /** Each partition stream with work in it → the first offset of that work. */
+  readonly touched: Map<PartitionControl, number>;
+  messages: number;
+  records: number;
+  openedAt: number | undefined;
+}
+
+interface CommitOutcome {
+  /** The streams whose offset the broker confirmed in this commit. */
+  readonly committed: ReadonlySet<PartitionControl>;
+  readonly failure: string | undefined;
+  /** The broker said the member no longer owns its partitions. */
+  readonly lost: boolean;
+}
+
+const NOTHING: CommitOutcome = { committed: new Set(), failure: undefined, lost: false };
+const QUEUE_FULL_RETRY_MS = 20;
+
+const emptyTxn = (): Txn => ({
+  touched: new Map(),
+  messages: 0,
+  records: 0,
+  openedAt: undefined,
+});
+
+const toBuffer = (v: Buffer | string | null | undefined): Buffer | null =>
+  v === null || v === undefined ? null : typeof v === 'string' ? Buffer.from(v) : v;
+
+export class Transactions implements OffsetCommits {
+  private state: State = { kind: 'starting' };
+  private txn: Txn = emptyTxn();
+  /** Finished messages not yet handed over, per stream, by offset. */
+  private readonly waiting = new Map<PartitionControl, Map<number, Finished>>();
+  /** Streams whose work was aborted: their later results never count. */
+  private readonly poisoned = new WeakSet<PartitionControl>();
+  /** The start, a commit or an abort in flight (one at a time). */
+  private op: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private lastCommitAt = Date.now();
+  private lastFinal_: FinalTransaction = { outcome: 'none', messages: 0, records: 0 };
+  private readonly counts = {
+    committed: 0,
+    aborted: 0,
+    messages: 0,
+    records: 0,
+    abortedMessages: 0,
+    abortedRecords: 0,
+  };
+  private readonly duration = new Histogram(LATENCY_BUCKETS_SECONDS);
+
+  constructor(
+    private readonly producer: TransactionalProducer,
+    private readonly options: ResolvedTransactionalOptions,
+    private readonly settings: ConsumerSettings,
+    private readonly logger: Logger,
+    private readonly host: TransactionsHost,
+  ) {}
+
+  get transactionalId(): string {
+    return this.producer.transactionalId;
+  }
+
+  /** Connects, initialises the transactional id and opens the first transaction. */
+  start(): Promise<void> {
+    return this.track(
+      (async () => {
+        try {
+          await this.producer.start(this.settings.connectTimeoutMs, this.settings.connectTimeoutMs);
+          await this.producer.begin();
+          this.state = { kind: 'open' };
+          this.logger.info('transactional producer ready');
+        } catch (err) {
+          this.fatal(err, 'the transactional producer could not start');
+        }
+      })(),
+    );
+  }
+
+  /** A snapshot for metrics. */
+  stats(): TransactionStats {
+    return {
+      transactionalId: this.transactionalId,
+      ...this.counts,
+      state: this.state.kind,
+      duration: this.duration.snapshot(),
+    };
+  }
+
+  /** What the last revoke's commit did with the transaction. */
+  get lastFinal(): FinalTransaction {
+    return this.lastFinal_;
+  }
+
+  // --- the message path --------------------------------------------------------------------------
+
+  /**
+   * A message finished (`records` undefined: skipped by the failure policy, no output): its records
+   * go into the open transaction once every message before it in its partition did.
+   */
+  settle(control: PartitionControl, message: KafkaMessage, records: readonly OutputRecord[]): void {
+    if (this.dead(control)) return;
+    let map = this.waiting.get(control);
+    if (map === undefined) {
+      map = new Map();
+      this.waiting.set(control, map);
+    }
+    map.set(message.offset, { message, records, produced: 0 });
+    this.pump();
+  }
+
+  private dead(control: PartitionControl): boolean {
+    return control.state === 'fenced' || control.state === 'released' || this.poisoned.has(control);
+  }
+
+  /** Hands what is next in offset order to the open transaction. */
+  private pump(): void {
+    if (this.state.kind !== 'open') return;
+    for (const [control, map] of this.waiting) {
+      if (this.dead(control)) {
+        this.waiting.delete(control);
+        continue;
+      }
+      while (this.txn.messages < this.options.maxMessages) {
+        const next = control.ledger.committable();
+        const f = next === undefined ? undefined : map.get(next);
+        if (f === undefined || next === undefined) break;
+        if (!this.produce(f)) return; // retried shortly (queue full) or aborting
+        map.delete(next);
+        const txn = this.txn;
+        if (!txn.touched.has(control)) txn.touched.set(control, next);
+        txn.messages += 1;
+        txn.records += f.records.length;
+        txn.openedAt ??= Date.now();
+        control.ack(f.message);
+      }
+      if (map.size === 0) this.waiting.delete(control);
+    }
+    if (this.txn.messages >= this.options.maxMessages) this.commitInBackground();
+  }
+
+  /** Produces a finished message's remaining records; false when it must wait or the txn aborts. */
+  private produce(f: Finished): boolean {
+    while (f.produced < f.records.length) {
+      const r = f.records[f.produced] as OutputRecord;
+      try {
+        this.producer.produce(
+          r.topic,
+          r.partition,
+          toBuffer(r.value),
+          toBuffer(r.key),
+          r.headers?.map(([k, v]) => ({ [k]: v })),
+        );
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code === Code.QUEUE_FULL) {
+          this.retryTimer ??= setTimeout(() => {
+            this.retryTimer = undefined;
+            this.pump();
+          }, QUEUE_FULL_RETRY_MS);
+          return false;
+        }
+        this.logger.warn(
+          {
+            err,
+            topic: r.topic,
+            input: {
+              topic: f.message.topic,
+              partition: f.message.partition,
+              offset: f.message.offset,
+            },
+          },
+          'the transactional producer refused a record: aborting the transaction (its inputs are redone)',
+        );
+        this.abortInBackground(`produce refused: ${String((err as Error).message ?? err)}`);
+        return false;
+      }
+      f.produced += 1;
+    }
+    return true;
+  }
+
+  // --- OffsetCommits: what the engine and the revoke protocol call -------------------------------
+
+  get periodicInFlight(): boolean {
+    return this.op !== undefined;
+  }
+
+  /** Called after each consume call: commits the open transaction when it is full or old enough. */
+  maybeCommit(): void {
+    if (this.op !== undefined || this.state.kind !== 'open') return;
+    const { openedAt, messages } = this.txn;
+    const now = Date.now();
+    if (openedAt !== undefined) {
+      if (messages >= this.options.maxMessages || now - openedAt >= this.options.maxMs) {
+        this.commitInBackground();
+      }
+      return;
+    }
+    // Nothing processed: offsets may still have moved (a new partition's start, markers skipped).
+    if (now - this.lastCommitAt >= this.options.maxMs && this.offsetsToCommit().length > 0) {
+      this.commitInBackground();
+    }
+  }
+
+  /**
+   * The revoke's commit: what is finished goes into the open transaction, which is committed
+   * (outputs and offsets together) and confirmed; one result per revoked stream.
+   */
+  async commitFinal(
+    controls: PartitionControl[],
+    deadline: number,
+  ): Promise<PartitionCommitResult[]> {
+    this.pump();
+    const before = { messages: this.txn.messages, records: this.txn.records };
+    const outcome = await this.commit('revoke', deadline);
+    this.lastFinal_ =
+      outcome.failure !== undefined
+        ? {
+            outcome: this.state.kind === 'failed' ? 'failed' : 'aborted',
+            ...before,
+            reason: outcome.failure,
+          }
+        : outcome.committed.size > 0
+          ? { outcome: 'committed', ...before }
+          : { outcome: 'none', messages: 0, records: 0 };
+    return controls.map((c): PartitionCommitResult => {
+      const base = { topic: c.topic, partition: c.partition };
+      if (this.poisoned.has(c)) {
+        return {
+          ...base,
+          status: 'failed',
+          offset: c.lastCommitted ?? -1,
+          reason: `the transaction with its work was aborted${outcome.failure === undefined ? '' : `: ${outcome.failure}`}; the next owner redoes it`,
+        };
+      }
+      const offset = c.ledger.committable();
+      if (offset === undefined || offset === c.lastCommitted) {
+        return outcome.committed.has(c) && offset !== undefined
+          ? { ...base, status: 'committed', offset }
+          : { ...base, status: 'unchanged', offset: c.lastCommitted };
+      }
+      const reason = outcome.failure ?? 'not committed';
+      if (outcome.lost) return { ...base, status: 'lost', reason };
+      return { ...base, status: 'failed', offset, reason };
+    });
+  }
+
+  /** Partitions taken away without a commit: their work must not be committed by anyone here. */
+  lost(controls: readonly PartitionControl[]): void {
+    const hit = controls.filter((c) => this.txn.touched.has(c));
+    for (const c of controls) {
+      this.poisoned.add(c);
+      this.waiting.delete(c);
+    }
+    if (hit.length > 0 && this.state.kind === 'open') {
+      this.abortInBackground('a partition with work in the open transaction was lost');
+    }
+  }
+
+  // --- commit and abort ---------------------------------------------------------------------------
+
+  /** The offsets the next commit carries: every touched stream, and owned ones whose offset moved. */
+  private offsetsToCommit(): { control: PartitionControl; offset: number }[] {
+    const byKey = new Map<string, { control: PartitionControl; offset: number }>();
+    const consider = (control: PartitionControl): void => {
+      if (this.poisoned.has(control)) return;
+      const offset = control.ledger.committable();
+      if (offset === undefined || offset === control.lastCommitted) return;
+      const seen = byKey.get(control.key);
+      // A stream a seek replaced and its replacement: the current owner's offset wins.
+      if (seen !== undefined && this.host.owns(seen.control)) return;
+      byKey.set(control.key, { control, offset });
+    };
+    for (const c of this.txn.touched.keys()) consider(c);
+    for (const c of this.host.owned()) {
+      if (c.active && !this.txn.touched.has(c)) consider(c);
+    }
+    return [...byKey.values()];
+  }
+
+  private commitInBackground(): void {
+    if (this.op !== undefined) return;
+    void this.commit('periodic', Date.now() + this.settings.commitTimeoutMs * 2);
+  }
+
+  private abortInBackground(reason: string): void {
+    if (this.op !== undefined || this.state.kind !== 'open') return;
+    const txn = this.takeTxn();
+    this.track(this.abort(txn, reason, Date.now() + this.settings.commitTimeoutMs));
+  }
+
+  private takeTxn(): Txn {
+    const txn = this.txn;
+    this.txn = emptyTxn();
+    return txn;
+  }
+
+  private track(op: Promise<unknown>): Promise<void> {
+    const p = op.then(
+      () => undefined,
+      () => undefined,
+    );
+    const tracked = p.finally(() => {
+      if (this.op === tracked) this.op = undefined;
+      this.host.changed();
+      this.pump();
+    });
+    this.op = tracked;
+    return tracked;
+  }
+
+  /** Commits the open transaction (one at a time): offsets, then the commit, both confirmed. */
+  private async commit(kind: 'periodic' | 'revoke', deadline: number): Promise<CommitOutcome> {
+    while (this.op !== undefined) await this.op;
+    if (this.state.kind === 'failed') {
+      return { committed: new Set(), failure: this.state.error.message, lost: false };
+    }
+    if (this.state.kind !== 'open') {
+      return {
+        committed: new Set(),
+        failure: `the transactional producer is ${this.state.kind}`,
+        lost: false,
+      };
+    }
+    const offsets = this.offsetsToCommit();
+    const txn = this.takeTxn();
+    if (offsets.length === 0 && txn.touched.size === 0) {
+      this.txn = txn;
+      return NOTHING;
+    }
+    this.state = { kind: 'committing' };
+    let outcome: CommitOutcome = NOTHING;
+    const run = async (): Promise<void> => {
+      const sentAt = Date.now();
+      const tpos = offsets.map(({ control, offset }) => ({
+        topic: control.topic,
+        partition: control.partition,
+        offset,
+      }));
+      try {
+        if (tpos.length > 0) {
+          await this.retrying(
+            (t) => this.producer.sendOffsets(tpos, this.host.consumer(), t),
+            deadline,
+          );
+        }
+        await this.retrying((t) => this.producer.commit(t), deadline);
+      } catch (err) {
+        this.host.observer().commit(kind, tpos, Date.now() - sentAt, err);
+        const failure = err instanceof TxnCallError ? err.failure : undefined;
+        const reason = err instanceof Error ? err.message : String(err);
+        if (failure === undefined || failure.kind === 'fenced' || failure.kind === 'fatal') {
+          this.fatal(err, 'the transaction could not be committed');
+          outcome = { committed: new Set(), failure: reason, lost: false };
+          return;
+        }
+        const lost = OWNERSHIP_LOST_CODES.has(failure.error.kafkaCode);
+        this.logger.warn(
+          { err, kind, offsets: tpos, messages: txn.messages, records: txn.records },
+          'transaction commit failed: aborting it (its records are never visible; its inputs are redone)',
+        );
+        this.state = { kind: 'open' }; // abort() takes it from here
+        await this.abort(txn, reason, deadline);
+        outcome = { committed: new Set(), failure: reason, lost };
+        return;
+      }
+      const durationMs = Date.now() - sentAt;
+      this.host.observer().commit(kind, tpos, durationMs);
+      this.duration.observe(durationMs);
+      this.lastCommitAt = Date.now();
+      for (const { control, offset } of offsets) control.confirmCommitted(offset);
+      this.counts.committed += 1;
+      this.counts.messages += txn.messages;
+      this.counts.records += txn.records;
+      this.logger.debug(
+        { kind, offsets: tpos, messages: txn.messages, records: txn.records, durationMs },
+        'transaction committed',
+      );
+      outcome = {
+        committed: new Set(offsets.map((o) => o.control)),
+        failure: undefined,
+        lost: false,
+      };
+      await this.beginNext();
+    };
+    await this.track(run());
+    return outcome;
+  }
+
+  /** Aborts `txn`: its streams are poisoned and sought back to the first offset of their work. */
+  private async abort(txn: Txn, reason: string, deadline: number): Promise<void> {
+    this.state = { kind: 'aborting' };
+    for (const c of txn.touched.keys()) {
+      this.poisoned.add(c);
+      this.waiting.delete(c);
+    }
+    try {
+      await this.retrying((t) => this.producer.abort(t), Math.max(deadline, Date.now() + 1000));
+    } catch (err) {
+      this.fatal(err, 'the transaction could not be aborted');
+      return;
+    }
+    this.counts.aborted += 1;
+    this.counts.abortedMessages += txn.messages;
+    this.counts.abortedRecords += txn.records;
+    this.logger.warn(
+      { reason, messages: txn.messages, records: txn.records, partitions: txn.touched.size },
+      'transaction aborted: its partitions go back to the first message of its work and redo it',
+    );
+    for (const [control, first] of txn.touched) {
+      if (!this.host.owns(control) || !control.active) continue; // revoked: the next owner redoes it
+      this.host
+        .seek({ topic: control.topic, partition: control.partition }, first)
+        .catch((err: unknown) => {
+          if (err instanceof NotAssignedError) return; // revoked meanwhile: the next owner redoes it
+          this.host.fail(
+            new TransactionError(
+              `Could not rewind ${control.topic}[${control.partition}] to ${first} after an aborted transaction: ${String((err as Error).message ?? err)}`,
+              this.transactionalId,
+              undefined,
+              { cause: err },
+            ),
+          );
+        });
+    }
+    await this.beginNext();
+  }
+
+  private async beginNext(): Promise<void> {
+    try {
+      await this.producer.begin();
+      this.state = { kind: 'open' };
+    } catch (err) {
+      this.fatal(err, 'could not begin the next transaction');
+    }
+  }
+
+  /** Calls `fn` again while librdkafka says its error is retriable and the deadline allows. */
+  private async retrying(
+    fn: (timeoutMs: number) => Promise<void>,
+    deadline: number,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const timeoutMs = Math.max(1, Math.min(this.settings.commitTimeoutMs, deadline - Date.now()));
+      try {
+        await fn(timeoutMs);
+        return;
+      } catch (err) {
+        const failure: TxnFailure | undefined =
+          err instanceof TxnCallError ? err.failure : undefined;
+        if (failure?.kind !== 'retriable' || Date.now() + 100 >= deadline) throw err;
+        this.logger.warn({ err, attempt }, 'transactional call failed (retriable); retrying');
+        await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+      }
+    }
+  }
+
+  /** A failure nothing here can heal: stop the consumer with a typed error. */
+  private fatal(err: unknown, what: string): void {
+    const failure = err instanceof TxnCallError ? err.failure : undefined;
+    const message = `${what}: ${err instanceof Error ? err.message : String(err)}`;
+    const error =
+      failure?.kind === 'fenced'
+        ? new ProducerFencedError(
+            `${message} (transactional.id ${this.transactionalId} was taken over by another producer, or its epoch was bumped): stopping; the broker aborts the open transaction and the next owners redo its work`,
+            this.transactionalId,
+            failure.error.kafkaCode,
+            { cause: err },
+          )
+        : err instanceof Error &&
+            'code' in err &&
+            (err as { code: unknown }).code === 'ERR_RKC_CONNECT'
+          ? err
+          : new TransactionError(message, this.transactionalId, failure?.error.kafkaCode, {
+              cause: err,
+            });
+    if (this.state.kind !== 'failed') {
+      this.state = { kind: 'failed', error };
+      this.logger.error(
+        { err: error, transactionalId: this.transactionalId },
+        'transactional producer failed: stopping',
+      );
+    }
+    this.host.fail(error);
+  }
+
+  /** After the consumer closed: aborts anything left open and disconnects. */
+  async close(): Promise<void> {
+    while (this.op !== undefined) await this.op;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.state.kind === 'open' && this.txn.touched.size > 0) {
+      const txn = this.takeTxn();
+      await this.abort(txn, 'the consumer closed', Date.now() + this.settings.commitTimeoutMs);
+    }
+    if (this.state.kind !== 'closed') {
+      this.state = { kind: 'closed' };
+      await this.producer.close();
+    }
+  }
+}

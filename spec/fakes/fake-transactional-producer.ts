@@ -1,0 +1,229 @@
+/**
+ * A deterministic fake of node-rdkafka's transactional Producer, with the broker side of KIP-98:
+ * records produced inside a transaction become visible (`committed`) only when its commit
+ * succeeds, and the offsets sent with it are applied to the consumer fake's committed offsets at
+ * the same moment; an abort discards both (`aborted` keeps what a read_uncommitted reader saw).
+ * Each call answers asynchronously; `plan` can fail any call with librdkafka's error flags
+ * (fatal / retriable / txn-requires-abort), and `hold` keeps a commit in flight until released.
+ */
+import { EventEmitter } from 'node:events';
+import type { TopicPartitionOffset } from 'node-rdkafka';
+
+export interface TxnRecord {
+  topic: string;
+  partition: number | null;
+  value: Buffer | null;
+  key: Buffer | string | undefined;
+  headers: Record<string, string | Buffer>[] | undefined;
+}
+
+export type TxnOp = 'init' | 'begin' | 'send' | 'commit' | 'abort';
+
+/** A planned failure of one call. */
+export interface TxnFailurePlan {
+  code: number;
+  fatal?: boolean;
+  retriable?: boolean;
+  abortable?: boolean;
+}
+
+export interface FakeTxnOptions {
+  /** Decides each call's failure (n: the how-manieth call of that op, from 1). */
+  plan?: (op: TxnOp, n: number) => TxnFailurePlan | undefined;
+  /** Makes produce() throw QUEUE_FULL for the n-th call (from 1) when it returns true. */
+  queueFull?: (n: number) => boolean;
+}
+
+/** The broker's view of one transaction. */
+export interface FakeTxn {
+  readonly records: TxnRecord[];
+  offsets: TopicPartitionOffset[];
+  outcome: 'open' | 'committed' | 'aborted';
+}
+
+interface ConsumerLike {
+  commits: Map<string, number>;
+}
+
+export class FakeTransactionalProducer extends EventEmitter {
+  readonly transactions: FakeTxn[] = [];
+  readonly calls: string[] = [];
+  private current: FakeTxn | undefined;
+  private connected = false;
+  private initialised = false;
+  private readonly counts = new Map<TxnOp | 'produce', number>();
+  private held: (() => void)[] = [];
+  hold = false;
+
+  constructor(
+    readonly config: Record<string, unknown>,
+    private readonly options: FakeTxnOptions = {},
+  ) {
+    super();
+  }
+
+  /** Records of committed transactions, in commit order. */
+  get committed(): TxnRecord[] {
+    return this.transactions.filter((t) => t.outcome === 'committed').flatMap((t) => t.records);
+  }
+
+  /** Records of aborted transactions (a read_uncommitted reader may have seen them). */
+  get aborted(): TxnRecord[] {
+    return this.transactions.filter((t) => t.outcome === 'aborted').flatMap((t) => t.records);
+  }
+
+  get inTransaction(): boolean {
+    return this.current !== undefined;
+  }
+
+  /** Lets held commits go on. */
+  release(): void {
+    this.hold = false;
+    for (const go of this.held.splice(0)) go();
+  }
+
+  get heldCommits(): number {
+    return this.held.length;
+  }
+
+  private count(op: TxnOp | 'produce'): number {
+    const n = (this.counts.get(op) ?? 0) + 1;
+    this.counts.set(op, n);
+    return n;
+  }
+
+  private answer(op: TxnOp, cb: (err: unknown) => void, then: () => void): void {
+    const failure = this.options.plan?.(op, this.count(op));
+    this.calls.push(op);
+    setImmediate(() => {
+      if (failure === undefined) {
+        then();
+        cb(null);
+        return;
+      }
+      if (failure.abortable === true && this.current) this.current.outcome = 'open';
+      cb(
+        Object.assign(new Error(`${op} failed (${failure.code})`), {
+          code: failure.code,
+          isFatal: failure.fatal === true,
+          isRetriable: failure.retriable === true,
+          isTxnRequiresAbort: failure.abortable === true,
+        }),
+      );
+    });
+  }
+
+  connect(_opts: unknown, cb: (err: Error | null) => void): this {
+    this.calls.push('connect');
+    setImmediate(() => {
+      this.connected = true;
+      cb(null);
+    });
+    return this;
+  }
+
+  setPollInterval(_ms: number): this {
+    return this;
+  }
+
+  initTransactions(_timeout: number, cb: (err: unknown) => void): void {
+    this.answer('init', cb, () => {
+      this.initialised = true;
+    });
+  }
+
+  beginTransaction(cb: (err: unknown) => void): void {
+    if (!this.initialised) throw new Error('begin before init');
+    if (this.current) throw new Error('begin while a transaction is open');
+    this.current = { records: [], offsets: [], outcome: 'open' };
+    this.transactions.push(this.current);
+    this.answer('begin', cb, () => undefined);
+  }
+
+  produce(
+    topic: string,
+    partition: number | null,
+    value: Buffer | null,
+    key: Buffer | string | undefined,
+    _timestamp: number | null,
+    _opaque: unknown,
+    headers: Record<string, string | Buffer>[] | undefined,
+  ): boolean {
+    if (!this.connected) throw new Error('Producer not connected');
+    if (!this.current) {
+      throw Object.assign(new Error('Local: Erroneous state (no transaction)'), { code: -172 });
+    }
+    if (this.options.queueFull?.(this.count('produce')) === true) {
+      throw Object.assign(new Error('Local: Queue full'), { code: -184 });
+    }
+    this.current.records.push({ topic, partition, value, key, headers });
+    return true;
+  }
+
+  sendOffsetsToTransaction(
+    offsets: TopicPartitionOffset[],
+    _consumer: unknown,
+    _timeout: number,
+    cb: (err: unknown) => void,
+  ): void {
+    const txn = this.current;
+    if (!txn) throw new Error('sendOffsets without a transaction');
+    this.answer('send', cb, () => {
+      txn.offsets.push(...offsets.map((o) => ({ ...o })));
+    });
+  }
+
+  commitTransaction(_timeout: number, cb: (err: unknown) => void): void {
+    const txn = this.current;
+    if (!txn) throw new Error('commit without a transaction');
+    const go = (): void =>
+      this.answer('commit', cb, () => {
+        txn.outcome = 'committed';
+        this.current = undefined;
+        this.emit('committed', txn);
+      });
+    if (this.hold) this.held.push(go);
+    else go();
+  }
+
+  abortTransaction(_timeout: number, cb: (err: unknown) => void): void {
+    const txn = this.current;
+    this.answer('abort', cb, () => {
+      if (txn) txn.outcome = 'aborted';
+      this.current = undefined;
+    });
+  }
+
+  /** The consumer whose committed offsets a commit moves (set by the spec helper). */
+  consumer: ConsumerLike | undefined;
+
+  disconnect(cb?: () => void): this {
+    this.calls.push('disconnect');
+    this.connected = false;
+    setImmediate(() => cb?.());
+    return this;
+  }
+}
+
+/** A factory recording the fake it creates; committed offsets go to `consumer()`'s map. */
+export function fakeTransactionalProducerFactory(
+  consumer: () => ConsumerLike,
+  options: FakeTxnOptions = {},
+): { factory: (g: Record<string, unknown>) => never; producer: () => FakeTransactionalProducer } {
+  let created: FakeTransactionalProducer | undefined;
+  return {
+    factory: (g) => {
+      const p = new FakeTransactionalProducer(g, options);
+      p.on('committed', (txn: FakeTxn) => {
+        const commits = consumer().commits;
+        for (const o of txn.offsets) commits.set(`${o.topic}[${o.partition}]`, o.offset);
+      });
+      created = p;
+      return p as never;
+    },
+    producer: () => {
+      if (!created) throw new Error('no transactional producer created yet');
+      return created;
+    },
+  };
+}

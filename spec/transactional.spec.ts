@@ -1,0 +1,448 @@
+import assert from 'node:assert/strict';
+import { of } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import {
+  ConfigError,
+  ErrorCode,
+  HandlerError,
+  ProducerFencedError,
+  TRANSACTIONAL_DEFAULTS,
+} from '../lib';
+import type {
+  KafkaMessage,
+  OutputRecord,
+  Processed,
+  ReactiveConsumerOptions,
+  TransactionalHandler,
+  TransactionalOptions,
+} from '../lib';
+import type { FakeOptions } from './fakes/fake-consumer';
+import { fakeTransactionalProducerFactory } from './fakes/fake-transactional-producer';
+import type { FakeTxnOptions, TxnRecord } from './fakes/fake-transactional-producer';
+import { T, committed, gate, harness, tp, until } from './helpers/harness';
+
+/** A consumer on the fakes whose processTransactional() writes through the fake producer. */
+function setup(
+  txn: FakeTxnOptions = {},
+  options: Partial<ReactiveConsumerOptions> = {},
+  fakeOptions: FakeOptions = {},
+) {
+  const box: { fake?: () => { commits: Map<string, number> } } = {};
+  const p = fakeTransactionalProducerFactory(() => box.fake!(), txn);
+  const h = harness(options, fakeOptions, { transactionalProducerFactory: p.factory as never });
+  box.fake = h.fake;
+  return { ...h, producer: p.producer };
+}
+
+type Setup = ReturnType<typeof setup>;
+
+/** 1–3 records per input, to two topics, each naming its input. */
+const fanOut = (m: KafkaMessage): OutputRecord[] => {
+  const n = 1 + (m.offset % 3);
+  return Array.from({ length: n }, (_, i) => ({
+    topic: i % 2 === 0 ? 'out-a' : 'out-b',
+    key: m.key,
+    value: `${m.partition}:${m.offset}:${i}`,
+  }));
+};
+
+const expectedFor = (partition: number, count: number): string[] =>
+  Array.from({ length: count }, (_, offset) =>
+    Array.from({ length: 1 + (offset % 3) }, (_, i) => `${partition}:${offset}:${i}`),
+  ).flat();
+
+const values = (records: TxnRecord[]): string[] => records.map((r) => String(r.value));
+
+/** Every input's outputs exactly once in the committed records. */
+function assertExactlyOnce(s: Setup, partitions: Record<number, number>): void {
+  const seen = new Map<string, number>();
+  for (const v of values(s.producer().committed)) seen.set(v, (seen.get(v) ?? 0) + 1);
+  const dups = [...seen].filter(([, n]) => n > 1);
+  assert.deepEqual(dups, [], 'no output committed twice');
+  for (const [partition, count] of Object.entries(partitions)) {
+    const missing = expectedFor(Number(partition), count).filter((v) => !seen.has(v));
+    assert.deepEqual(missing, [], `no output of partition ${partition} lost`);
+    assert.equal(committed(s, Number(partition)), count, `offset of ${partition} at the end`);
+  }
+}
+
+/**
+ * The invariant a crash must not break: in each committed transaction, every record's input offset
+ * is below the offset the transaction commits for its partition, and at or above the one before.
+ */
+function assertOffsetsCarryRecords(s: Setup): void {
+  const last = new Map<number, number>();
+  for (const t of s.producer().transactions.filter((x) => x.outcome === 'committed')) {
+    for (const r of t.records) {
+      const [partition, offset] = String(r.value).split(':').map(Number) as [number, number];
+      const carried = t.offsets.find((o) => o.partition === partition)?.offset;
+      assert.ok(
+        carried !== undefined && carried > offset,
+        `offset of ${partition}@${offset} carried`,
+      );
+      assert.ok(
+        (last.get(partition) ?? 0) <= offset,
+        `${partition}@${offset} not committed before`,
+      );
+    }
+    for (const o of t.offsets) last.set(o.partition, o.offset);
+  }
+}
+
+describe('processTransactional()', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  function run(s: Setup, handler: TransactionalHandler, options: TransactionalOptions = {}) {
+    const out: Processed<readonly OutputRecord[]>[] = [];
+    let error: unknown;
+    subs.push(
+      s.consumer.processTransactional(handler, { transactionalId: 'tx-1', ...options }).subscribe({
+        next: (p) => out.push(p),
+        error: (e: unknown) => (error = e),
+      }),
+    );
+    return { out, error: () => error };
+  }
+
+  it('writes each message’s records and its offset in one transaction, and never commits to the group itself', async () => {
+    const s = setup();
+    run(s, fanOut, { partitionConcurrency: 4 });
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 30);
+    s.fake().produce(T, 1, 20);
+    s.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => committed(s, 0) === 30 && committed(s, 1) === 20, 'offsets at the end');
+    assertExactlyOnce(s, { 0: 30, 1: 20 });
+    assertOffsetsCarryRecords(s);
+    assert.ok(
+      !s
+        .fake()
+        .ops()
+        .some((op) => op.startsWith('commit(')),
+      'no consumer commit',
+    );
+    assert.equal(s.producer().config['transactional.id'], 'tx-1');
+    assert.equal(s.producer().config['enable.idempotence'], true);
+    assert.equal(s.producer().config['acks'], 'all');
+    await s.consumer.close();
+    assert.ok(s.producer().calls.includes('disconnect'));
+  });
+
+  it('writes the records of one input partition in offset order when handlers finish out of order', async () => {
+    const s = setup();
+    run(
+      s,
+      async (m: KafkaMessage) => {
+        await new Promise((r) => setTimeout(r, (m.offset * 7) % 5));
+        return fanOut(m);
+      },
+      { partitionConcurrency: 8, ordering: 'none' },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 40);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 40, 'offset at the end');
+    assert.deepEqual(values(s.producer().committed), expectedFor(0, 40));
+    assertOffsetsCarryRecords(s);
+    await s.consumer.close();
+  });
+
+  it('puts the records of messages finishing while a commit is in flight into the next transaction', async () => {
+    const s = setup({}, {});
+    const g = gate();
+    run(
+      s,
+      async (m: KafkaMessage) => {
+        if (m.offset >= 5) await g.promise;
+        return fanOut(m);
+      },
+      { partitionConcurrency: 10, maxMessages: 5 },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.producer().hold = true;
+    s.fake().produce(T, 0, 10);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.producer().heldCommits === 1, 'the first commit in flight');
+    g.open(); // 5..9 finish while it is held
+    await new Promise((r) => setTimeout(r, 20));
+    const first = s.producer().transactions[0]!;
+    assert.deepEqual(values(first.records), expectedFor(0, 5), 'nothing joined the committing one');
+    assert.deepEqual(first.offsets, [{ topic: T, partition: 0, offset: 5 }]);
+    s.producer().release();
+    await until(() => committed(s, 0) === 10, 'the next transaction');
+    assertExactlyOnce(s, { 0: 10 });
+    assertOffsetsCarryRecords(s);
+    await s.consumer.close();
+  });
+
+  it('on a revoke, drains, commits the open transaction with the drained offsets, then unassigns', async () => {
+    const s = setup({}, {});
+    const g = gate();
+    run(
+      s,
+      async (m: KafkaMessage) => {
+        if (m.offset === 3) await g.promise;
+        return fanOut(m);
+      },
+      { partitionConcurrency: 4, maxMs: 5000, maxMessages: 1000 },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(
+      () => s.producer().transactions[0]?.records.length === 6,
+      'offsets 0..2 in the txn',
+    );
+    s.fake().rebalanceRevoke([tp(0)]);
+    await until(() => s.events.some((e) => e.type === 'revoking'), 'revoking');
+    assert.equal(committed(s, 0), undefined, 'nothing committed while draining');
+    g.open();
+    await until(() => s.events.some((e) => e.type === 'revoked'), 'revoked');
+    const commitAt = s.producer().calls.lastIndexOf('commit');
+    assert.ok(commitAt >= 0);
+    assert.equal(committed(s, 0), 6, 'every drained message committed');
+    const ev = s.events.find((e) => e.type === 'committed');
+    assert.ok(ev?.type === 'committed');
+    assert.deepEqual(ev.results, [{ topic: T, partition: 0, status: 'committed', offset: 6 }]);
+    assert.deepEqual(values(s.producer().committed), expectedFor(0, 6));
+    assert.equal(ev.transaction?.outcome, 'committed');
+    assert.ok(s.fake().ops().includes('unassign'));
+    assertOffsetsCarryRecords(s);
+    await s.consumer.close();
+  });
+
+  it('aborts on a failed commit, never lets the aborted work count, and redoes it (exactly once in the end)', async () => {
+    const s = setup({
+      plan: (op, n) => (op === 'commit' && n === 1 ? { code: 48, abortable: true } : undefined),
+    });
+    run(s, fanOut, { maxMessages: 4 });
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 12);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 12, 'offset at the end');
+    assert.ok(s.producer().aborted.length > 0, 'an aborted transaction');
+    assertExactlyOnce(s, { 0: 12 });
+    assertOffsetsCarryRecords(s);
+    const m = s.consumer.metrics().transactions!;
+    assert.equal(m.aborted, 1);
+    assert.ok(m.committed >= 3);
+    for (const t of s.producer().transactions) {
+      assert.ok(new Set(values(t.records).map((v) => v.split(':')[1])).size <= 4, 'maxMessages');
+    }
+    assert.equal(m.abortedRecords, s.producer().aborted.length);
+    await s.consumer.close();
+  });
+
+  it('retries a commit librdkafka calls retriable, without aborting', async () => {
+    const s = setup({
+      plan: (op, n) => (op === 'commit' && n <= 2 ? { code: -185, retriable: true } : undefined),
+    });
+    run(s, fanOut);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 5, 'offset at the end');
+    assert.equal(s.producer().aborted.length, 0);
+    assertExactlyOnce(s, { 0: 5 });
+    await s.consumer.close();
+  });
+
+  it('aborts the open transaction when a partition with work in it is lost, and nothing of it is committed', async () => {
+    const s = setup({}, { drainTimeoutMs: 2000 });
+    const g = gate();
+    run(
+      s,
+      async (m: KafkaMessage) => {
+        if (m.offset === 2) await g.promise;
+        return fanOut(m);
+      },
+      { partitionConcurrency: 2, maxMs: 5000 },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => (s.producer().transactions[0]?.records.length ?? 0) === 3, '0..1 in the txn');
+    s.fake().rebalanceRevoke([tp(0)], { lost: true });
+    await until(() => s.events.some((e) => e.type === 'lost'), 'lost');
+    await until(() => s.producer().aborted.length === 3, 'aborted');
+    g.open();
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(committed(s, 0), undefined);
+    assert.equal(
+      s.producer().committed.length,
+      0,
+      'the late result never joins a later transaction',
+    );
+    await s.consumer.close();
+  });
+
+  it('stops with a ProducerFencedError when another producer took the transactional.id', async () => {
+    const s = setup({
+      plan: (op) => (op === 'commit' ? { code: -144, fatal: true } : undefined),
+    });
+    const r = run(s, fanOut);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => r.error() !== undefined, 'the pipeline errors', 5000);
+    const err = r.error();
+    assert.ok(err instanceof ProducerFencedError, String(err));
+    assert.equal(err.code, ErrorCode.ProducerFenced);
+    assert.equal(err.transactionalId, 'tx-1');
+    assert.equal(committed(s, 0), undefined, 'nothing committed');
+    assert.equal(s.producer().committed.length, 0);
+  });
+
+  it('skips a message that failed for good with onFailure skip: it counts with no output', async () => {
+    const s = setup();
+    run(
+      s,
+      (m: KafkaMessage) => {
+        if (m.offset === 1) throw new Error('bad');
+        return fanOut(m);
+      },
+      { onFailure: 'skip', retry: { count: 1, initialDelayMs: 1, maxDelayMs: 1 } },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 3, 'offset at the end');
+    assert.deepEqual(
+      values(s.producer().committed),
+      expectedFor(0, 3).filter((v) => !v.startsWith('0:1:')),
+    );
+    await s.consumer.close();
+  });
+
+  it('commits what is before a message that failed for good, then stops (onFailure stop)', async () => {
+    const s = setup();
+    const r = run(
+      s,
+      (m: KafkaMessage) => {
+        if (m.offset === 2) throw new Error('bad');
+        return fanOut(m);
+      },
+      { retry: { count: 0 } },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => r.error() !== undefined, 'the pipeline errors');
+    assert.ok(r.error() instanceof HandlerError);
+    await until(() => committed(s, 0) === 2, 'offsets before it committed');
+    assert.deepEqual(values(s.producer().committed), expectedFor(0, 2));
+  });
+
+  it('accepts records as an Observable and as a Promise, and an empty array', async () => {
+    const s = setup();
+    run(s, (m: KafkaMessage) =>
+      m.offset === 0 ? of(fanOut(m)[0]!) : m.offset === 1 ? Promise.resolve(fanOut(m)) : [],
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 3, 'offset at the end');
+    assert.deepEqual(values(s.producer().committed), ['0:0:0', '0:1:0', '0:1:1']);
+    await s.consumer.close();
+  });
+
+  it('fails a message whose handler returns something that is not records', async () => {
+    const s = setup();
+    const r = run(s, (() => 'nope') as never, { retry: { count: 0 } });
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 1);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => r.error() !== undefined, 'the pipeline errors');
+    assert.ok(r.error() instanceof HandlerError);
+  });
+
+  it('waits for the queue when produce() reports it full, then goes on', async () => {
+    const s = setup({ queueFull: (n) => n === 2 || n === 3 });
+    run(s, fanOut);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 6, 'offset at the end');
+    assertExactlyOnce(s, { 0: 6 });
+    await s.consumer.close();
+  });
+
+  it('reports transactions in metrics()', async () => {
+    const s = setup();
+    run(s, fanOut);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 6, 'offset at the end');
+    const t = s.consumer.metrics().transactions!;
+    assert.equal(t.transactionalId, 'tx-1');
+    assert.equal(t.messages, 6);
+    assert.equal(t.records, expectedFor(0, 6).length);
+    assert.equal(t.aborted, 0);
+    assert.ok(t.duration.count >= 1);
+    assert.equal(s.consumer.metrics().commits.failed, 0);
+    await s.consumer.close();
+  });
+
+  describe('settings', () => {
+    const h = () => harness();
+    const refuses = (options: TransactionalOptions, key: string, consumer = h()) =>
+      assert.throws(
+        () => consumer.consumer.processTransactional(() => [], options),
+        (e: unknown) => e instanceof ConfigError && e.key === key,
+      );
+
+    it('refuses what contradicts exactly once', () => {
+      refuses({ deadLetter: { topic: 'dlq' } } as never, 'deadLetter');
+      refuses({ onFailure: 'dead-letter' } as never, 'onFailure');
+      refuses(
+        { producerConfig: { 'enable.idempotence': false } },
+        'producerConfig.enable.idempotence',
+      );
+      refuses({ producerConfig: { acks: 1 } }, 'producerConfig.acks');
+      refuses({ producerConfig: { dr_cb: true } }, 'producerConfig.dr_cb');
+      refuses(
+        { producerConfig: { 'transaction.timeout.ms': 1000 } },
+        'producerConfig.transaction.timeout.ms',
+      );
+      refuses({ maxMessages: 0 }, 'maxMessages');
+      refuses({ maxMs: 1.5 }, 'maxMs');
+      refuses({ transactionalId: '' }, 'transactionalId');
+      refuses(
+        { transactionalId: 'a', producerConfig: { 'transactional.id': 'b' } },
+        'transactionalId',
+      );
+      refuses(
+        {},
+        'isolation.level',
+        harness({ config: { 'isolation.level': 'read_uncommitted' } as never }),
+      );
+      refuses(
+        {},
+        'rememberCompleted',
+        harness({ rememberCompleted: { topic: 'memo' } } as Partial<ReactiveConsumerOptions>),
+      );
+      assert.throws(() => h().consumer.processTransactional(42 as never), ConfigError);
+    });
+
+    it('derives a stable transactional.id from the prefix (default: group.id) and the instance id', async () => {
+      const ids: string[] = [];
+      for (const [options, config] of [
+        [{ transactionalIdPrefix: 'etl', instanceId: 'pod-3' }, {}],
+        [{}, { 'group.instance.id': 'worker-7' }],
+      ] as const) {
+        const s = setup({}, { config: config as never });
+        subs.push(s.consumer.processTransactional(() => [], options).subscribe());
+        await until(() => s.fake().isConnected(), 'connect');
+        ids.push(String(s.producer().config['transactional.id']));
+        await s.consumer.close();
+      }
+      assert.deepEqual(ids, ['etl-pod-3', 'g-worker-7']);
+      assert.equal(TRANSACTIONAL_DEFAULTS.maxMessages, 500);
+    });
+  });
+});
