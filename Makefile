@@ -64,7 +64,7 @@ test-integration: build reset-kafka ## Integration tests against a real broker
 	rm -rf $(TEST_OUTPUT)
 
 .PHONY: test-package
-test-package: build ## npm pack, then import (ESM), require (CJS) and type-check the tarball
+test-package: $(NPM_STAMP) ## npm pack from a clean clone, publint, attw, then import/require/type-check the tarball
 	bash scripts/test-package.sh
 
 .PHONY: test-rebalance

@@ -28,7 +28,6 @@ export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './proce
 export type { ResolvedProcessOptions, ResolvedRetry } from './process-options';
 export { deserializers } from './deserializers';
 export { DEAD_LETTER_HEADERS } from './internal/dead-letter';
-export type { ReactiveConsumerInternals } from './reactive-consumer';
 export type {
   TopicPartition,
   KafkaMessage,

@@ -92,6 +92,9 @@ export class ReactiveConsumer {
   /** Dead-letter writers of the running pipeline, closed by `close()` after the consumer. */
   private readonly deadLetterWriters = new Set<DeadLetterWriter>();
 
+  constructor(options: ReactiveConsumerOptions);
+  /** @internal With test seams (fakes of the client, the store, the jitter source). */
+  constructor(options: ReactiveConsumerOptions, internals: ReactiveConsumerInternals);
   constructor(
     options: ReactiveConsumerOptions,
     private readonly internals: ReactiveConsumerInternals = {},

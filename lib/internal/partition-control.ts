@@ -17,6 +17,7 @@ export type PartitionState = 'active' | 'ending' | 'fenced' | 'released';
 /**
  * The control object of one partition of one assignment (one generation): its stream, its
  * ledger, its abort signal, its backpressure counters and its drain. Owned by the consumer engine.
+ * @internal
  */
 export class PartitionControl implements PartitionStream {
   readonly ledger: OffsetLedger;
