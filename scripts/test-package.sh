@@ -82,8 +82,20 @@ if (missing.length > 0) {
 for (const f of ['README.md', 'CHANGELOG.md', 'LICENSE']) {
   if (!existsSync(join(dir, f))) throw new Error(`test-package: the tarball lacks ${f}`);
 }
+// lib/ is not shipped: source maps must carry their sources, declaration maps would point nowhere.
+const { readdirSync } = require('node:fs');
+const files = readdirSync(join(dir, 'dist'), { recursive: true }).map(String);
+const bad = files.filter(
+  (f) =>
+    f.endsWith('.d.ts.map') ||
+    (f.endsWith('.js.map') && !JSON.parse(readFileSync(join(dir, 'dist', f), 'utf8')).sourcesContent),
+);
+if (bad.length > 0) {
+  console.error(`test-package: maps pointing at sources the tarball lacks: ${bad.join(', ')}`);
+  process.exit(1);
+}
 JS
-ok "tarball holds the $(node -e "const p=require('$WORK/pkg/package.json');let n=0;const w=v=>typeof v==='string'?n++:Object.values(v).forEach(w);w(p.exports);console.log(n)") files of exports, and nothing unexpected"
+ok "tarball holds the entry points (the $(node -e "const p=require('$WORK/pkg/package.json');let n=0;const w=v=>typeof v==='string'?n++:Object.values(v).forEach(w);w(p.exports);console.log(n)") files of exports), self-contained source maps, nothing unexpected"
 node "$ROOT/scripts/check-links.mjs" "$WORK/pkg" "$CLONE"
 ok "README/CHANGELOG links are absolute and point at files of the repository"
 
@@ -180,10 +192,17 @@ export const start = (): Promise<testing.TestCluster> => testing.startTestCluste
 TS
 cat > "$APP/src/internal.mts" <<'TS'
 // What is internal stays out of the published types.
+import { ReactiveConsumer } from 'reactive-rdkafka';
 import type * as lib from 'reactive-rdkafka';
 // @ts-expect-error the consumer's test seams are not public
 export type Seams = lib.ReactiveConsumerInternals;
+// @ts-expect-error nor is the constructor overload that takes them
+export const withSeams = (o: lib.ReactiveConsumerOptions) => new ReactiveConsumer(o, {});
 TS
+if grep -rl '@internal' "$WORK/pkg/dist" --include='*.d.ts' --include='*.d.mts'; then
+  echo "test-package: declarations marked @internal were published (above)" >&2
+  exit 1
+fi
 cp -r "$ROOT/examples" "$APP/src/examples"
 for resolution in nodenext bundler; do
   module=$([ "$resolution" = bundler ] && echo esnext || echo nodenext)
