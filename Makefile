@@ -29,7 +29,13 @@ $(NPM_STAMP): package.json package-lock.json scripts/install.sh scripts/setup-na
 	touch $@
 
 .PHONY: install
-install: $(NPM_STAMP) ## Install system build deps (apt) and npm deps, check librdkafka features
+install: $(NPM_STAMP) ## Install system build deps (apt) and npm deps, check librdkafka features (warns)
+
+# Fails when librdkafka lacks zstd, lz4, SSL or SASL/SCRAM, naming the package to install: run first
+# by the targets that need them (a real broker's compressed topics and secured listeners).
+.PHONY: check-native
+check-native: $(NPM_STAMP) ## Fail unless librdkafka has zstd, lz4, SSL and SASL/SCRAM (the broker tests need them)
+	node scripts/check-native.mjs
 
 .PHONY: build
 build: $(NPM_STAMP) ## Compile lib/ to dist/ (CJS + ESM wrapper + types)
@@ -58,24 +64,24 @@ reset-kafka: ## Stop Kafka, wipe its data, start it again (empty cluster)
 	$(KAFKA) reset
 
 .PHONY: test-integration
-test-integration: build reset-kafka ## Integration tests against a real broker
+test-integration: check-native build reset-kafka ## Integration tests against a real broker
 	rm -rf $(TEST_OUTPUT)
 	$(MOCHA) --config .mocharc.integration.json
 	rm -rf $(TEST_OUTPUT)
 
 .PHONY: test-package
-test-package: build ## npm pack, then import (ESM), require (CJS) and type-check the tarball
+test-package: $(NPM_STAMP) ## npm pack from a clean clone, publint, attw, then import/require/type-check the tarball
 	bash scripts/test-package.sh
 
 .PHONY: test-rebalance
-test-rebalance: build reset-kafka ## Rebalance chaos suite: graceful/crash/frozen/stuck on 1 broker, then a broker failure on 3
+test-rebalance: check-native build reset-kafka ## Rebalance chaos suite: graceful/crash/frozen/stuck on 1 broker, then a broker failure on 3
 	rm -rf $(TEST_OUTPUT)/chaos
 	$(MOCHA) --config .mocharc.chaos.json
 	$(MAKE) --no-print-directory test-rebalance-broker
 	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test-rebalance-broker
-test-rebalance-broker: build ## Broker-failure chaos variant on a fresh three-node cluster
+test-rebalance-broker: check-native build ## Broker-failure chaos variant on a fresh three-node cluster
 	KAFKA_NODES=3 $(KAFKA) reset
 	KAFKA_BROKERS_TEST=127.0.0.1:$(KAFKA_PORT_BASE),127.0.0.1:$(KAFKA_NODE2_PORT),127.0.0.1:$(KAFKA_NODE3_PORT) KAFKA_REPLICATION_FACTOR=3 \
 		$(MOCHA) --config .mocharc.chaos-broker.json
@@ -83,7 +89,7 @@ test-rebalance-broker: build ## Broker-failure chaos variant on a fresh three-no
 	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test-rebalance-full
-test-rebalance-full: build reset-kafka ## The chaos suite at taskbroker's scale (8 workers x 32 partitions x 100k messages x 16 restarts)
+test-rebalance-full: check-native build reset-kafka ## The chaos suite at taskbroker's scale (8 workers x 32 partitions x 100k messages x 16 restarts)
 	rm -rf $(TEST_OUTPUT)/chaos
 	CHAOS_SCALE=full $(MOCHA) --config .mocharc.chaos.json
 	rm -rf $(TEST_OUTPUT)/chaos
@@ -129,6 +135,7 @@ clean: ## Remove build output, test output and broker data (stops the broker)
 
 .PHONY: demo
 demo: $(NPM_STAMP) ## Two consumers, rebalances under load, then a loss/duplicate count (embedded broker unless KAFKA_BROKERS)
+	node scripts/check-native.mjs --warn=demo
 	node --import tsx scripts/demo/demo.ts
 
 .PHONY: docs

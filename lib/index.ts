@@ -41,7 +41,6 @@ export type {
   ResolvedTransactionalOptions,
 } from './transactional-options';
 export { DEAD_LETTER_HEADERS } from './internal/dead-letter';
-export type { ReactiveConsumerInternals } from './reactive-consumer';
 export type {
   TopicPartition,
   KafkaMessage,

@@ -110,6 +110,9 @@ export class ReactiveConsumer {
   /** The transactional unit of a running processTransactional(), closed after the consumer. */
   private transactions: Transactions | undefined;
 
+  constructor(options: ReactiveConsumerOptions);
+  /** @internal With test seams (fakes of the client, the store, the jitter source). */
+  constructor(options: ReactiveConsumerOptions, internals: ReactiveConsumerInternals);
   constructor(
     options: ReactiveConsumerOptions,
     private readonly internals: ReactiveConsumerInternals = {},

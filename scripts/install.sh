@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the project: system build packages, npm dependencies (compiling node-rdkafka), and a
-# check that librdkafka got zstd, lz4, SSL and SASL/SCRAM.
+# check that librdkafka got zstd, lz4, SSL and SASL/SCRAM. A missing feature only warns here (the
+# demo, the unit and packaging tests do not need them); `make check-native`, which the integration,
+# chaos and bench targets run first, fails on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,4 +19,4 @@ if [ -z "${npm_config_nodedir:-}" ]; then
 fi
 
 npm ci --no-audit --no-fund
-node scripts/check-native.mjs --rebuild
+node scripts/check-native.mjs --rebuild --warn=install

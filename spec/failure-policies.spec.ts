@@ -11,13 +11,8 @@ import {
   HandlerError,
   deserializers,
 } from '../lib';
-import type {
-  ConsumerEvent,
-  Processed,
-  ProcessOptions,
-  ReactiveConsumerInternals,
-  ReactiveConsumerOptions,
-} from '../lib';
+import type { ConsumerEvent, Processed, ProcessOptions, ReactiveConsumerOptions } from '../lib';
+import type { ReactiveConsumerInternals } from '../lib/reactive-consumer';
 import type { FakeOptions } from './fakes/fake-consumer';
 import { fakeProducerFactory } from './fakes/fake-producer';
 import type { FakeProducerOptions } from './fakes/fake-producer';

@@ -9,15 +9,16 @@ import { ConnectError, TimeoutError } from '../errors';
 import type { KafkaMessage } from '../types';
 import { Code, toKafkaError } from './rdkafka';
 
-/** The Producer methods the writer uses. */
+/** The Producer methods the writer uses. @internal */
 export type RdKafkaProducer = Pick<
   Kafka.Producer,
   'connect' | 'disconnect' | 'produce' | 'flush' | 'setPollInterval' | 'on' | 'isConnected'
 >;
 
-/** Builds the native producer; tests inject a fake. */
+/** Builds the native producer; tests inject a fake. @internal */
 export type ProducerFactory = (globalConfig: Record<string, unknown>) => RdKafkaProducer;
 
+/** @internal */
 export const defaultProducerFactory: ProducerFactory = (globalConfig) =>
   new Kafka.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
 
@@ -39,7 +40,7 @@ export const DEAD_LETTER_HEADERS = {
   failedAt: 'dlq.failed.at',
 } as const;
 
-/** Why a message is dead-lettered. */
+/** Why a message is dead-lettered. @internal */
 export interface DeadLetterReason {
   readonly error: unknown;
   readonly attempts: number;
@@ -56,6 +57,7 @@ interface Pending {
 const POLL_INTERVAL_MS = 50;
 const QUEUE_FULL_BACKOFF_MS = 50;
 
+/** @internal */
 export class DeadLetterWriter {
   private readonly producer: RdKafkaProducer;
   private readonly pending = new Map<number, Pending>();

@@ -8,6 +8,7 @@ import type { TopicPartitionOffset } from './rdkafka';
 /** Which commit: the periodic one, or the final commit of a revoke. */
 export type CommitKind = 'periodic' | 'revoke';
 
+/** @internal */
 export interface EngineObserver {
   /** A message was handed to its partition's pipeline. */
   received(topic: string, partition: number): void;
@@ -20,7 +21,7 @@ export interface EngineObserver {
   ): void;
 }
 
-/** The observer of an engine nobody observes. */
+/** The observer of an engine nobody observes. @internal */
 export const NO_OBSERVER: EngineObserver = {
   received: () => undefined,
   commit: () => undefined,

@@ -23,6 +23,7 @@ export interface PartitionSink {
 /**
  * The control object of one partition of one assignment (one generation): its stream, its
  * ledger, its abort signal, its backpressure counters and its drain. Owned by the consumer engine.
+ * @internal
  */
 export class PartitionControl implements PartitionStream {
   readonly ledger: OffsetLedger;

@@ -1,6 +1,7 @@
 /**
  * The subset of node-rdkafka the library uses, its error codes, and error normalisation. node-rdkafka
- * is CommonJS; this module is the only place that loads it.
+ * is CommonJS; this module is the only place the consumer loads it (the testing kit, lib/testing/,
+ * has its own helper clients).
  */
 import * as Kafka from 'node-rdkafka';
 import type {
@@ -14,9 +15,10 @@ import type {
 } from 'node-rdkafka';
 import { KafkaClientError, NativeFeatureMissingError } from '../errors';
 
+/** @internal */
 export type { Assignment, LibrdKafkaError, Message, TopicPartitionOffset };
 
-/** The methods and events of node-rdkafka's `KafkaConsumer` the library relies on. */
+/** The methods and events of node-rdkafka's `KafkaConsumer` the library relies on. @internal */
 export type RdKafkaConsumer = Pick<
   KafkaConsumer,
   | 'connect'
@@ -46,21 +48,22 @@ export type RdKafkaConsumer = Pick<
   | 'removeListener'
 >;
 
-/** Signature of librdkafka's rebalance callback as node-rdkafka calls it. */
+/** Signature of librdkafka's rebalance callback as node-rdkafka calls it. @internal */
 export type RebalanceCallback = (err: LibrdKafkaError, assignment: Assignment[]) => void;
 
-/** Builds the native consumer; tests inject a deterministic fake instead. */
+/** Builds the native consumer; tests inject a deterministic fake instead. @internal */
 export type ConsumerFactory = (
   globalConfig: ConsumerGlobalConfig,
   topicConfig: ConsumerTopicConfig,
 ) => RdKafkaConsumer;
 
+/** @internal */
 export const defaultConsumerFactory: ConsumerFactory = (globalConfig, topicConfig) =>
   new Kafka.KafkaConsumer(globalConfig, topicConfig);
 
 const E = Kafka.CODES.ERRORS;
 
-/** librdkafka error codes the library reacts to. */
+/** librdkafka error codes the library reacts to. @internal */
 export const Code = {
   ASSIGN_PARTITIONS: E.ERR__ASSIGN_PARTITIONS,
   REVOKE_PARTITIONS: E.ERR__REVOKE_PARTITIONS,
@@ -97,14 +100,14 @@ export const Code = {
   STALE_MEMBER_EPOCH: E.ERR_STALE_MEMBER_EPOCH,
 } as const;
 
-/** Commit errors that mean this member no longer owns the partitions: treat them as lost. */
+/** Commit errors that mean this member no longer owns the partitions: treat them as lost. @internal */
 export const OWNERSHIP_LOST_CODES: ReadonlySet<number> = new Set([
   Code.ILLEGAL_GENERATION,
   Code.UNKNOWN_MEMBER_ID,
   Code.FENCED_MEMBER_EPOCH,
 ]);
 
-/** Errors that can never heal by waiting; they end the consumer. */
+/** Errors that can never heal by waiting; they end the consumer. @internal */
 export const TERMINAL_CODES: ReadonlySet<number> = new Set([
   Code.FATAL,
   Code.AUTHENTICATION,
@@ -117,7 +120,7 @@ export const TERMINAL_CODES: ReadonlySet<number> = new Set([
 /** librdkafka features the library (and its tests) need from the native build. */
 export const REQUIRED_FEATURES = ['zstd', 'lz4', 'ssl', 'sasl_scram'] as const;
 
-/** Debian package whose `-dev` files must be present when node-rdkafka compiles, per feature. */
+/** Debian package whose `-dev` files must be present when node-rdkafka compiles, per feature. @internal */
 export const FEATURE_PACKAGES: Readonly<Record<string, string>> = {
   zstd: 'libzstd-dev',
   lz4: 'liblz4-dev',
@@ -147,6 +150,7 @@ export function assertNativeFeatures(required: readonly string[] = REQUIRED_FEAT
 /**
  * Normalises the error shapes node-rdkafka produces: `LibrdKafkaError`s, plain `Error`s thrown by
  * `assign`/`unassign` (numeric code lost, see the pitfalls notes §5), and `{message, code}` objects.
+ * @internal
  */
 export function toKafkaError(err: unknown, context: string): KafkaClientError {
   if (err instanceof KafkaClientError) return err;
@@ -207,6 +211,7 @@ function codeFromText(e: { message?: string; stack?: string }): number | undefin
  * behind it only in its FATAL log line and fatal-error text: `Fatal error: Broker: The instance ID
  * is still used by another member in the consumer group: ConsumerGroupHeartbeat fatal error: …`.
  * Recover that code (here UNRELEASED_INSTANCE_ID) from the text, or undefined.
+ * @internal
  */
 export function fatalCauseFromText(text: string): number | undefined {
   const marker = 'Fatal error: ';
@@ -222,7 +227,7 @@ export function fatalCauseFromText(text: string): number | undefined {
   return whole === Code.FATAL ? undefined : whole;
 }
 
-/** The numeric librdkafka code of an error of any shape, or undefined. */
+/** The numeric librdkafka code of an error of any shape, or undefined. @internal */
 export function kafkaCodeOf(err: unknown): number | undefined {
   if (typeof err !== 'object' || err === null) return undefined;
   const e = err as { kafkaCode?: unknown; code?: unknown };
@@ -231,14 +236,14 @@ export function kafkaCodeOf(err: unknown): number | undefined {
   return undefined;
 }
 
-/** A map key for a topic partition. */
+/** A map key for a topic partition. @internal */
 export const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
-/** The message of an error of any shape. */
+/** The message of an error of any shape. @internal */
 export const errorMessage = (err: unknown): string =>
   err instanceof Error ? err.message : String(err);
 
-/** Plain `{ topic, partition }` copies (drops offsets and anything else the binding attached). */
+/** Plain `{ topic, partition }` copies (drops offsets and anything else the binding attached). @internal */
 export const list = (
   tps: readonly { topic: string; partition: number }[],
 ): { topic: string; partition: number }[] =>

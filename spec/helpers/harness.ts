@@ -1,5 +1,6 @@
 import { ReactiveConsumer } from '../../lib';
-import type { RebalanceEvent, ReactiveConsumerInternals, ReactiveConsumerOptions } from '../../lib';
+import type { RebalanceEvent, ReactiveConsumerOptions } from '../../lib';
+import type { ReactiveConsumerInternals } from '../../lib/reactive-consumer';
 import { fakeFactory } from '../fakes/fake-consumer';
 import type { FakeConsumer, FakeOptions } from '../fakes/fake-consumer';
 

@@ -1,0 +1,82 @@
+import * as Kafka from 'node-rdkafka';
+import type { TopicPartition } from '../types';
+import { connect, disconnect } from './kafka-calls';
+import { waitFor } from './wait';
+import type { WaitOptions } from './wait';
+
+/** The group protocol of the kit's consumers: KIP-848 (`consumer`) or the classic one. */
+export type TestGroupProtocol = 'consumer' | 'classic';
+
+/**
+ * A bare member of a consumer group, there to force rebalances: it joins, takes its share of the
+ * partitions, never reads, processes or commits anything, and gives them back when it leaves. What
+ * it held is processed afterwards by the remaining members, from the offsets committed before it
+ * came.
+ */
+export class GroupMember implements AsyncDisposable {
+  private left = false;
+
+  private constructor(
+    /** The group it joined. */
+    readonly groupId: string,
+    private readonly client: Kafka.KafkaConsumer,
+  ) {}
+
+  /** @internal Use `TestCluster.joinGroup()`. */
+  static async join(
+    bootstrapServers: string,
+    groupId: string,
+    topics: readonly string[],
+    protocol: TestGroupProtocol,
+  ): Promise<GroupMember> {
+    const config: Kafka.ConsumerGlobalConfig = {
+      'bootstrap.servers': bootstrapServers,
+      'group.id': groupId,
+      'client.id': 'reactive-rdkafka-testing-member',
+      'enable.auto.commit': false,
+      'enable.auto.offset.store': false,
+    };
+    if (protocol === 'consumer') config['group.protocol'] = 'consumer';
+    else config['partition.assignment.strategy'] = 'cooperative-sticky';
+    // No rebalance_cb: librdkafka applies assignments itself, without the member ever polling.
+    const client = new Kafka.KafkaConsumer(config, {});
+    await connect(client);
+    client.subscribe([...topics]);
+    return new GroupMember(groupId, client);
+  }
+
+  /** The partitions this member holds now. */
+  assignment(): TopicPartition[] {
+    if (this.left) return [];
+    return this.client.assignments().map((a) => ({ topic: a.topic, partition: a.partition }));
+  }
+
+  /**
+   * Resolves with the member's partitions once it holds at least `count` (default 1): the group has
+   * rebalanced and the other members gave them up.
+   */
+  async waitForAssignment(count = 1, options: WaitOptions = {}): Promise<TopicPartition[]> {
+    await waitFor(() => this.assignment().length >= count, {
+      what: `group member of ${this.groupId} holding ${count} partition(s)`,
+      ...options,
+    });
+    return this.assignment();
+  }
+
+  /** Leaves the group (its partitions go back to the others) and disconnects. Idempotent. */
+  async leave(): Promise<void> {
+    if (this.left) return;
+    this.left = true;
+    try {
+      this.client.unsubscribe();
+    } catch {
+      // already disconnected: the group has dropped the member anyway
+    }
+    await disconnect(this.client);
+  }
+
+  /** `await using member = await cluster.joinGroup(…)` leaves at the end of the block. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.leave();
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * `reactive-rdkafka/testing`: a Kafka cluster for your own tests (librdkafka's embedded mock, no
+ * broker needed), topics, records, group members that force rebalances, and committed offsets.
+ * See docs/testing.md.
+ */
+export { startTestCluster, newGroupId, TestCluster, EMBEDDED_PARTITIONS } from './test-cluster';
+export type {
+  TestClusterOptions,
+  TestRecord,
+  ProducedRecord,
+  TestTopic,
+  OffsetsByPartition,
+} from './test-cluster';
+export { GroupMember } from './group-member';
+export type { TestGroupProtocol } from './group-member';
+export { waitFor, nextRebalance, DEFAULT_WAIT_MS } from './wait';
+export type { WaitOptions, NextRebalanceOptions } from './wait';
