@@ -5,8 +5,8 @@
  *
  *   KAFKA_BROKERS=localhost:9092 POD_NAME=enricher-0 node --import tsx examples/exactly-once.ts
  */
-import { ReactiveConsumer } from '../lib';
-import type { OutputRecord } from '../lib';
+import { ReactiveConsumer } from 'reactive-rdkafka';
+import type { OutputRecord } from 'reactive-rdkafka';
 
 const consumer = new ReactiveConsumer({
   config: {

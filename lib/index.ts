@@ -27,7 +27,14 @@ export type { LoggerLike, LogFn } from './logger';
 export { TracingChannel } from './tracing';
 export type { HandlerTrace, HandlerTracer } from './tracing';
 export { openTelemetryTracing } from './opentelemetry';
-export type { OpenTelemetryTracingOptions } from './opentelemetry';
+export type {
+  OpenTelemetryApi,
+  OpenTelemetryTracingOptions,
+  OtelContext,
+  OtelSpan,
+  OtelSpanContext,
+  OtelTracer,
+} from './opentelemetry';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './internal/rdkafka';
 export { ReactiveConsumer } from './reactive-consumer';
 export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';

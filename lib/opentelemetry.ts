@@ -7,13 +7,68 @@
  * `@opentelemetry/api` is an optional peer dependency: pass the module you use
  * (`import * as api from '@opentelemetry/api'`), so the library never imports it itself.
  */
-import type * as OpenTelemetryApi from '@opentelemetry/api';
-import type { Attributes, Link, Span, TextMapGetter, Tracer } from '@opentelemetry/api';
 import type { HandlerTrace, HandlerTracer } from './tracing';
+
+// The parts of `@opentelemetry/api` this integration uses, structurally: the package's types stay
+// optional for users who do not use OpenTelemetry (the module itself satisfies them).
+/** An OpenTelemetry context (opaque here). */
+export type OtelContext = object;
+/** The fields of a span context this integration reads. */
+export interface OtelSpanContext {
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly traceFlags: number;
+}
+/** The span methods this integration calls. */
+export interface OtelSpan {
+  end(): void;
+  recordException(exception: Error | string): void;
+  setStatus(status: { code: number; message?: string }): unknown;
+}
+/** The tracer method this integration calls. */
+export interface OtelTracer {
+  startSpan(
+    name: string,
+    options?: {
+      kind?: number;
+      attributes?: Record<string, string | number | boolean>;
+      links?: { context: OtelSpanContext }[];
+    },
+    context?: OtelContext,
+  ): OtelSpan;
+}
+interface OtelTextMapGetter<C> {
+  keys(carrier: C): string[];
+  get(carrier: C, key: string): undefined | string | string[];
+}
+/** What `openTelemetryTracing` needs of `@opentelemetry/api` (pass the module itself). */
+export interface OpenTelemetryApi {
+  readonly trace: {
+    getTracer(name: string, version?: string): OtelTracer;
+    getSpanContext(context: OtelContext): OtelSpanContext | undefined;
+    isSpanContextValid(spanContext: OtelSpanContext): boolean;
+    setSpan(context: OtelContext, span: OtelSpan): OtelContext;
+  };
+  readonly propagation: {
+    extract<C>(context: OtelContext, carrier: C, getter?: OtelTextMapGetter<C>): OtelContext;
+  };
+  readonly context: {
+    active(): OtelContext;
+    with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+      context: OtelContext,
+      fn: F,
+      thisArg?: ThisParameterType<F>,
+      ...args: A
+    ): ReturnType<F>;
+  };
+  readonly ROOT_CONTEXT: OtelContext;
+  readonly SpanKind: { readonly CONSUMER: number };
+  readonly SpanStatusCode: { readonly ERROR: number };
+}
 
 export interface OpenTelemetryTracingOptions {
   /** The tracer to start spans with. @default `api.trace.getTracer('reactive-rdkafka')` */
-  tracer?: Tracer;
+  tracer?: OtelTracer;
   /** Record the message key as `messaging.kafka.message.key` (UTF-8). @default true */
   recordKey?: boolean;
 }
@@ -21,7 +76,7 @@ export interface OpenTelemetryTracingOptions {
 type Headers = ReadonlyArray<readonly [string, Buffer]>;
 
 /** Reads W3C trace context from Kafka headers (names compared case-insensitively). */
-const headerGetter: TextMapGetter<Headers> = {
+const headerGetter: OtelTextMapGetter<Headers> = {
   keys: (carrier) => carrier.map(([k]) => k),
   get: (carrier, key) => {
     const wanted = key.toLowerCase();
@@ -37,12 +92,12 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
 
 /** A {@link HandlerTracer} that makes each handler call an OpenTelemetry CONSUMER span. */
 export function openTelemetryTracing(
-  api: typeof OpenTelemetryApi,
+  api: OpenTelemetryApi,
   options: OpenTelemetryTracingOptions = {},
 ): HandlerTracer {
   const tracer = options.tracer ?? api.trace.getTracer('reactive-rdkafka');
   const recordKey = options.recordKey ?? true;
-  const fail = (span: Span, err: unknown): void => {
+  const fail = (span: OtelSpan, err: unknown): void => {
     span.recordException(err instanceof Error ? err : String(err));
     span.setStatus({
       code: api.SpanStatusCode.ERROR,
@@ -52,8 +107,8 @@ export function openTelemetryTracing(
   return {
     around<T>(trace: HandlerTrace, run: () => T): T {
       const messages = trace.message ? [trace.message] : (trace.batch?.messages ?? []);
-      const links: Link[] = [];
-      let producer: OpenTelemetryApi.Context | undefined;
+      const links: { context: OtelSpanContext }[] = [];
+      let producer: OtelContext | undefined;
       for (const m of messages) {
         const extracted = api.propagation.extract(api.ROOT_CONTEXT, m.headers, headerGetter);
         const sc = api.trace.getSpanContext(extracted);
@@ -64,7 +119,7 @@ export function openTelemetryTracing(
       // One message: its producer's context is the parent (the trace id flows on). A batch keeps
       // the caller's context and links every message's producer.
       const parent = (trace.message ? producer : undefined) ?? api.context.active();
-      const attributes: Attributes = {
+      const attributes: Record<string, string | number | boolean> = {
         'messaging.system': 'kafka',
         'messaging.operation.type': 'process',
         'messaging.operation.name': 'process',
