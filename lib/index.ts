@@ -22,6 +22,7 @@ export type { KafkaCoordinates } from './errors';
 export { resolveSettings, DEFAULTS, DEFAULT_PREFETCH, DEFAULT_DRAIN_FRACTION } from './config';
 export type { ReactiveConsumerOptions, ConsumerSettings } from './config';
 export type { LoggerLike, LogFn } from './logger';
+export type { OAuthBearerToken, OAuthBearerTokenProvider } from './internal/oauth-bearer';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './internal/rdkafka';
 export { ReactiveConsumer } from './reactive-consumer';
 export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
