@@ -3,6 +3,7 @@ import type { HandlerTracer } from './tracing';
 import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
 import { ConfigError } from './errors';
 import type { AssignedPartition, StartPosition } from './types';
+import type { OAuthBearerTokenProvider } from './internal/oauth-bearer';
 
 /** librdkafka settings the library owns; a conflicting user value is rejected, never overridden. */
 const OWNED_SETTINGS: Record<string, { allowed: unknown; why: string }> = {
@@ -139,6 +140,22 @@ export interface ReactiveConsumerOptions {
    * @default false; `true` = `{ topic: 'reactive-rdkafka.completed-offsets', maxRuns: 512 }`
    */
   rememberCompleted?: boolean | { topic?: string; maxRuns?: number };
+  /**
+   * Supplies SASL/OAUTHBEARER tokens; required with `sasl.mechanisms: 'OAUTHBEARER'` (unless
+   * librdkafka's own `sasl.oauthbearer.method: 'oidc'` or its test-only unsecured JWT handler is
+   * used). Called before connecting — a failure there ends the start with a `ConnectError` — and
+   * again at 80% of each token's remaining lifetime; librdkafka re-authenticates its broker
+   * connections with the newest token (KIP-368). A refresh that throws, times out
+   * (`connectTimeoutMs`) or returns an expired token is logged at error level and retried (after
+   * at most 10 s) while the current token stays in use; once it has expired the brokers refuse
+   * re-authentication and the consumer ends with an `AuthenticationError` if that lasts
+   * `connectTimeoutMs`. `lifetimeMs` is the expiry time in ms since the epoch (JWT `exp` × 1000).
+   * node-rdkafka cannot pass SASL extensions (a token with `extensions` is refused) nor
+   * `principal` (it is logged only; the broker reads the principal from the token).
+   * Not supported together with `rememberCompleted`, and a dead-letter producer gets no token
+   * (give it its own `deadLetter.producerConfig` credentials).
+   */
+  oauthBearerToken?: OAuthBearerTokenProvider;
 }
 
 /** The library's tuning options with every default applied. */
@@ -167,6 +184,8 @@ export interface ConsumerSettings {
   readonly onAssign: ReactiveConsumerOptions['onAssign'];
   /** Completed-offset memory, if enabled (see {@link ReactiveConsumerOptions.rememberCompleted}). */
   readonly rememberCompleted: { readonly topic: string; readonly maxRuns: number } | undefined;
+  /** The OAUTHBEARER token provider, if any (see {@link ReactiveConsumerOptions.oauthBearerToken}). */
+  readonly oauthBearerToken: OAuthBearerTokenProvider | undefined;
 }
 
 /** librdkafka's default `max.poll.interval.ms`. */
@@ -374,6 +393,8 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     }
   }
 
+  const rememberCompleted = resolveRememberCompleted(options.rememberCompleted);
+  const oauthBearerToken = resolveOAuthBearer(options.oauthBearerToken, config, rememberCompleted);
   const metricsIntervalMs = positiveInt(opts, 'metricsIntervalMs', DEFAULTS.metricsIntervalMs);
   const globalConfig: Record<string, unknown> = {
     ...DEFAULT_PREFETCH,
@@ -408,8 +429,63 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     maxBufferedBytes: positiveInt(opts, 'maxBufferedBytes', DEFAULTS.maxBufferedBytes),
     resumeThreshold,
     onAssign: resolveOnAssign(options.onAssign),
-    rememberCompleted: resolveRememberCompleted(options.rememberCompleted),
+    rememberCompleted,
+    oauthBearerToken,
   };
+}
+
+/**
+ * The OAUTHBEARER provider, checked against the SASL settings: node-rdkafka ignores a function
+ * under librdkafka's `oauthbearer_token_refresh_cb` key, so without the provider (or librdkafka's
+ * OIDC or unsecured-JWT handlers) an OAUTHBEARER client never gets a token and every connect times
+ * out.
+ */
+function resolveOAuthBearer(
+  provider: unknown,
+  config: Record<string, unknown>,
+  rememberCompleted: unknown,
+): OAuthBearerTokenProvider | undefined {
+  if (config.oauthbearer_token_refresh_cb !== undefined) {
+    throw new ConfigError(
+      'Expected `oauthbearer_token_refresh_cb` to be unset: node-rdkafka does not call it (the token would never be set); use the `oauthBearerToken` option',
+      'oauthbearer_token_refresh_cb',
+    );
+  }
+  const mechanism = config['sasl.mechanisms'] ?? config['sasl.mechanism'];
+  const oauth = typeof mechanism === 'string' && mechanism.toUpperCase() === 'OAUTHBEARER';
+  const unsecureJwt =
+    config['enable.sasl.oauthbearer.unsecure.jwt'] === true ||
+    config['enable.sasl.oauthbearer.unsecure.jwt'] === 'true';
+  const oidc = config['sasl.oauthbearer.method'] === 'oidc';
+  if (provider === undefined) {
+    if (oauth && !unsecureJwt && !oidc) {
+      throw new ConfigError(
+        "Expected `oauthBearerToken` (a token provider) with `sasl.mechanisms=OAUTHBEARER`: node-rdkafka does not run librdkafka's token refresh callback, so without it the client has no token (or set `sasl.oauthbearer.method=oidc` for librdkafka's own OIDC client)",
+        'oauthBearerToken',
+      );
+    }
+    return undefined;
+  }
+  if (typeof provider !== 'function') {
+    fail('oauthBearerToken', 'a function () => { value, lifetimeMs, principal? }', provider);
+  }
+  if (!oauth) {
+    fail('sasl.mechanisms', '"OAUTHBEARER" when `oauthBearerToken` is set', mechanism);
+  }
+  if (unsecureJwt || oidc) {
+    const key = unsecureJwt ? 'enable.sasl.oauthbearer.unsecure.jwt' : 'sasl.oauthbearer.method';
+    throw new ConfigError(
+      `\`${key}\` makes librdkafka produce its own tokens; it cannot be combined with \`oauthBearerToken\``,
+      key,
+    );
+  }
+  if (rememberCompleted !== undefined) {
+    throw new ConfigError(
+      '`rememberCompleted` cannot be combined with `oauthBearerToken` yet: its producer and reader would get no token',
+      'rememberCompleted',
+    );
+  }
+  return provider as OAuthBearerTokenProvider;
 }
 
 /** Defaults of the completed-offset memory. */

@@ -35,6 +35,7 @@ export type {
   OtelSpanContext,
   OtelTracer,
 } from './opentelemetry';
+export type { OAuthBearerToken, OAuthBearerTokenProvider } from './internal/oauth-bearer';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './internal/rdkafka';
 export { ReactiveConsumer } from './reactive-consumer';
 export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';

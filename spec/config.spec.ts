@@ -172,6 +172,50 @@ describe('resolveSettings', () => {
   it('rejects a non-numeric max.poll.interval.ms', () => {
     rejects(base({ 'max.poll.interval.ms': 'soon' }), 'max.poll.interval.ms');
   });
+
+  describe('oauthBearerToken', () => {
+    const oauth = { 'security.protocol': 'sasl_ssl', 'sasl.mechanisms': 'OAUTHBEARER' };
+    const provider = () => ({ value: 'x', lifetimeMs: Date.now() + 60_000 });
+
+    it('keeps the provider with sasl.mechanisms=OAUTHBEARER', () => {
+      assert.equal(
+        resolveSettings(base(oauth, { oauthBearerToken: provider })).oauthBearerToken,
+        provider,
+      );
+      assert.equal(resolveSettings(base()).oauthBearerToken, undefined);
+    });
+
+    it('requires it with OAUTHBEARER unless librdkafka makes its own tokens', () => {
+      rejects(
+        base(oauth),
+        'oauthBearerToken',
+        /node-rdkafka does not run librdkafka's token refresh callback/,
+      );
+      assert.ok(resolveSettings(base({ ...oauth, 'sasl.oauthbearer.method': 'oidc' })));
+      assert.ok(resolveSettings(base({ ...oauth, 'enable.sasl.oauthbearer.unsecure.jwt': true })));
+    });
+
+    it('rejects what cannot work with it', () => {
+      rejects(base(oauth, { oauthBearerToken: 'token' as never }), 'oauthBearerToken');
+      rejects(base({}, { oauthBearerToken: provider }), 'sasl.mechanisms', /"OAUTHBEARER"/);
+      rejects(
+        base({ ...oauth, 'sasl.oauthbearer.method': 'oidc' }, { oauthBearerToken: provider }),
+        'sasl.oauthbearer.method',
+      );
+      rejects(
+        base(oauth, { oauthBearerToken: provider, rememberCompleted: true }),
+        'rememberCompleted',
+      );
+      rejects(
+        base(
+          { ...oauth, oauthbearer_token_refresh_cb: () => undefined },
+          { oauthBearerToken: provider },
+        ),
+        'oauthbearer_token_refresh_cb',
+        /node-rdkafka does not call it/,
+      );
+    });
+  });
 });
 
 describe('librdkafka config checks', () => {

@@ -3,6 +3,7 @@
  * and watermarks, each through its own node-rdkafka client (never through the library under test).
  */
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import * as Kafka from 'node-rdkafka';
 import type { Message, TopicPartitionOffset } from 'node-rdkafka';
 
@@ -19,6 +20,24 @@ export function saslBrokers(): string {
   const [host, port] = (BROKERS.split(',')[0] ?? '127.0.0.1:9092').split(':');
   return `${host}:${Number(port) + 2}`;
 }
+
+/** A listener of node 1 at `offset` from its plaintext port (kafka.sh's layout), or `env`'s value. */
+function node1Listener(offset: number, env: string | undefined): string {
+  if (env) return env;
+  const [host, port] = (BROKERS.split(',')[0] ?? '127.0.0.1:9092').split(':');
+  return `${host}:${Number(port) + offset}`;
+}
+
+/** The SSL listener (plaintext port + 3), unless KAFKA_SSL_BROKERS_TEST names it. */
+export const sslBrokers = (): string => node1Listener(3, process.env.KAFKA_SSL_BROKERS_TEST);
+/** The SASL_SSL (SCRAM-SHA-512) listener (+ 4), unless KAFKA_SASL_SSL_BROKERS_TEST names it. */
+export const saslSslBrokers = (): string =>
+  node1Listener(4, process.env.KAFKA_SASL_SSL_BROKERS_TEST);
+/** The OAUTHBEARER (SASL_PLAINTEXT, unsecured JWS) listener (+ 5), unless KAFKA_OAUTH_BROKERS_TEST names it. */
+export const oauthBrokers = (): string => node1Listener(5, process.env.KAFKA_OAUTH_BROKERS_TEST);
+
+/** Where kafka.sh writes the test CA (`ca.pem`) and a CA that signed nothing (`untrusted-ca.pem`). */
+export const TLS_DIR = process.env.KAFKA_TLS_DIR_TEST ?? join(__dirname, '..', '.kafka', 'tls');
 
 /** The SCRAM user kafka.sh creates. */
 export const SASL_USER = process.env.KAFKA_SASL_USER ?? 'test-user';

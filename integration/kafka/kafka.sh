@@ -32,6 +32,9 @@ PORT_BASE=${KAFKA_PORT_BASE:-9092}
 SASL=${KAFKA_SASL:-1}
 SASL_USER=${KAFKA_SASL_USER:-test-user}
 SASL_PASSWORD=${KAFKA_SASL_PASSWORD:-test-secret}
+TLS=${KAFKA_TLS:-1}     # SSL and SASL_SSL (SCRAM) listeners, with a CA generated at `up`
+OAUTH=${KAFKA_OAUTH:-1} # SASL_PLAINTEXT listener with OAUTHBEARER (unsecured JWS, for tests)
+TLS_DIR=$DATA_DIR/tls
 START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-15}
 HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}
@@ -62,7 +65,7 @@ usage: $PROG <command>
   start-node N  restart node N on its data and wait until it answers (jar mode)
   smoke         produce + consume with a KIP-848 (group.protocol=consumer) group, also via SASL
 env: KAFKA_BROKERS KAFKA_MODE KAFKA_NODES KAFKA_PORT_BASE KAFKA_SASL KAFKA_SASL_USER
-     KAFKA_SASL_PASSWORD KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT KAFKA_VERSION
+     KAFKA_SASL_PASSWORD KAFKA_TLS KAFKA_OAUTH KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT KAFKA_VERSION
      KAFKA_CACHE_DIR KAFKA_HEAP_OPTS KAFKA_JVM_OPTS KAFKA_EXTRA_PROPS
 EOF
 }
@@ -75,16 +78,33 @@ validate_settings() {
   [[ $START_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_START_TIMEOUT must be seconds (got '$START_TIMEOUT')"
   [[ $STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_STOP_TIMEOUT must be seconds (got '$STOP_TIMEOUT')"
   [[ $SASL == 0 || $SASL == 1 ]] || die "KAFKA_SASL must be 0 or 1 (got '$SASL')"
+  [[ $TLS == 0 || $TLS == 1 ]] || die "KAFKA_TLS must be 0 or 1 (got '$TLS')"
+  [[ $OAUTH == 0 || $OAUTH == 1 ]] || die "KAFKA_OAUTH must be 0 or 1 (got '$OAUTH')"
+  if [[ $TLS == 1 ]] && ! command -v openssl >/dev/null 2>&1; then
+    die "KAFKA_TLS=1 needs openssl (to generate the test CA and broker certificate); install it or set KAFKA_TLS=0"
+  fi
   # The user goes into StorageTool's --add-scram '[name=..,password=..]' syntax.
   local re='^[^]=,"\\[[:space:]]+$'
   [[ $SASL_USER =~ $re && $SASL_PASSWORD =~ $re ]] ||
     die "KAFKA_SASL_USER/KAFKA_SASL_PASSWORD must be non-empty without , [ ] = \" \\ or spaces"
 }
 
-# Ports of node I (1-based): PLAINTEXT, CONTROLLER, SASL_PLAINTEXT.
+# Ports of node I (1-based): PLAINTEXT, CONTROLLER, SASL_PLAINTEXT (SCRAM), SSL,
+# SASL_SSL (SCRAM), SASL_PLAINTEXT (OAUTHBEARER) = base + 10 (I - 1) + 0 .. 5.
 port_plain() { echo $((PORT_BASE + 10 * ($1 - 1))); }
 port_ctrl() { echo $((PORT_BASE + 10 * ($1 - 1) + 1)); }
 port_sasl() { echo $((PORT_BASE + 10 * ($1 - 1) + 2)); }
+port_ssl() { echo $((PORT_BASE + 10 * ($1 - 1) + 3)); }
+port_sasl_ssl() { echo $((PORT_BASE + 10 * ($1 - 1) + 4)); }
+port_oauth() { echo $((PORT_BASE + 10 * ($1 - 1) + 5)); }
+node_ports() { # the client-facing and controller ports node I listens on
+  port_plain "$1"; port_ctrl "$1"
+  [[ $SASL == 1 ]] && port_sasl "$1"
+  [[ $TLS == 1 ]] && port_ssl "$1"
+  [[ $TLS == 1 && $SASL == 1 ]] && port_sasl_ssl "$1"
+  [[ $OAUTH == 1 ]] && port_oauth "$1"
+  true
+}
 join_addrs() { # join_addrs port_fn -> 127.0.0.1:p1,127.0.0.1:p2,...
   local fn=$1 i out=""
   for ((i = 1; i <= NODES; i++)); do out+="${out:+,}127.0.0.1:$($fn "$i")"; done
@@ -101,6 +121,10 @@ load_state_settings() { # for down/status/logs/stop-node/start-node: use what `u
   v=$(state_get SASL); [[ -n $v ]] && SASL=$v
   v=$(state_get SASL_USER); [[ -n $v ]] && SASL_USER=$v
   v=$(state_get SASL_PASSWORD); [[ -n $v ]] && SASL_PASSWORD=$v
+  if [[ -n $(state_get MODE) ]]; then # a state without them is a cluster without these listeners
+    v=$(state_get TLS); TLS=${v:-0}
+    v=$(state_get OAUTH); OAUTH=${v:-0}
+  fi
   true
 }
 
@@ -283,6 +307,41 @@ write_props() { # write_props I
     listeners+=",SASL_PLAINTEXT://127.0.0.1:$(port_sasl "$i")"
     adv+=",SASL_PLAINTEXT://127.0.0.1:$(port_sasl "$i")"
   fi
+  local protomap="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT" more=""
+  if [[ $TLS == 1 ]]; then
+    listeners+=",SSL://127.0.0.1:$(port_ssl "$i")"
+    adv+=",SSL://127.0.0.1:$(port_ssl "$i")"
+    protomap+=",SSL:SSL"
+    if [[ $SASL == 1 ]]; then
+      listeners+=",SASL_SSL://127.0.0.1:$(port_sasl_ssl "$i")"
+      adv+=",SASL_SSL://127.0.0.1:$(port_sasl_ssl "$i")"
+      protomap+=",SASL_SSL:SASL_SSL"
+    fi
+    more+="
+# TLS (SSL and SASL_SSL listeners): PEM key + chain signed by the CA kafka.sh generated in
+# $TLS_DIR; no client certificates
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS_DIR/broker.pem
+ssl.client.auth=none
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+"
+  fi
+  if [[ $OAUTH == 1 ]]; then
+    listeners+=",OAUTH://127.0.0.1:$(port_oauth "$i")"
+    adv+=",OAUTH://127.0.0.1:$(port_oauth "$i")"
+    protomap+=",OAUTH:SASL_PLAINTEXT"
+    more+="
+# OAUTHBEARER on the OAUTH listener (SASL_PLAINTEXT), validated by Kafka's *unsecured* JWS
+# validator (alg none, claims sub/iat/exp): for tests only. Sessions are re-authenticated
+# (KIP-368) at the token's expiry at the latest, so an expired token that was never refreshed
+# loses the connection.
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"broker\";
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler
+listener.name.oauth.oauthbearer.connections.max.reauth.ms=600000
+"
+  fi
   if ((NODES == 1)); then
     quorum="controller.quorum.bootstrap.servers=127.0.0.1:$(port_ctrl 1)"
   else
@@ -300,12 +359,13 @@ listeners=$listeners
 advertised.listeners=$adv
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.security.protocol.map=$protomap
 log.dirs=$(node_dir "$i")/data
 
 # SCRAM-SHA-512 on the SASL_PLAINTEXT listener; the user is created by 'format --add-scram'
 sasl.enabled.mechanisms=SCRAM-SHA-512
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+$more
 
 # topics: auto-creation stays on (broker default); tests should still create topics explicitly
 auto.create.topics.enable=true
@@ -342,6 +402,52 @@ EOF
   } >"$(node_props "$i")"
 }
 
+# A throwaway CA and one broker certificate (SAN IP:127.0.0.1, DNS:localhost) for every node, in
+# $TLS_DIR, new at every fresh `up`: ca.pem (clients' ssl.ca.location), broker.pem (PKCS#8 key +
+# chain, the broker's PEM keystore), and untrusted-ca.pem, a second CA that signed nothing (for
+# tests of a client that trusts the wrong CA).
+make_tls() {
+  local t0 d=$TLS_DIR
+  t0=$(now_ms)
+  rm -rf "$d"
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -sha256 -subj "/CN=reactive-rdkafka test CA" \
+      -keyout ca.key -out ca.pem
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -sha256 -subj "/CN=untrusted test CA" \
+      -keyout untrusted-ca.key -out untrusted-ca.pem
+    openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=127.0.0.1" -keyout broker.key -out broker.csr
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' >broker.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 -sha256 \
+      -extfile broker.ext -out broker.crt
+    # Kafka's PEM keystore wants an unencrypted PKCS#8 key ("BEGIN PRIVATE KEY") before the chain
+    openssl pkey -in broker.key -out broker.pk8
+    cat broker.pk8 broker.crt ca.pem >broker.pem
+    rm -f ca.key untrusted-ca.key broker.csr broker.ext broker.pk8 ca.srl
+  ) >"$d/openssl.log" 2>&1 || { cat "$d/openssl.log" >&2; die "openssl could not generate the test CA/certificate in $d"; }
+  grep -q 'BEGIN PRIVATE KEY' "$d/broker.pem" || die "$d/broker.pem has no PKCS#8 key (openssl too old?)"
+  say "tls: CA + broker certificate for 127.0.0.1 in $d ($(secs $(($(now_ms) - t0))))"
+}
+
+# Each TLS listener completes a handshake that verifies the broker certificate against ca.pem
+# (and the host name 127.0.0.1), as librdkafka will with enable.ssl.certificate.verification.
+check_tls() {
+  local i p out
+  [[ $TLS == 1 ]] || return 0
+  for ((i = 1; i <= NODES; i++)); do
+    for p in $(port_ssl "$i") $([[ $SASL == 1 ]] && port_sasl_ssl "$i"); do
+      if ! out=$(timeout 10 openssl s_client -connect "127.0.0.1:$p" -CAfile "$TLS_DIR/ca.pem" \
+        -verify_ip 127.0.0.1 -verify_return_error -brief </dev/null 2>&1); then
+        warn "$out"
+        print_log_tails
+        die "TLS handshake with 127.0.0.1:$p failed or the certificate did not verify against $TLS_DIR/ca.pem"
+      fi
+      say "  ready: TLS 127.0.0.1:$p ($(grep -m1 -o 'Protocol version: .*' <<<"$out" || echo handshake ok), certificate verified)"
+    done
+  done
+}
+
 new_cluster_id() { # same shape as kafka.tools.StorageTool random-uuid (22 chars base64url, no leading '-')
   local id
   while :; do
@@ -368,7 +474,7 @@ start_broker() { # start_broker I: launch node I in the background, record pid
 check_ports_free() { # check_ports_free I...
   local i p owner bad=0
   for i in "$@"; do
-    for p in $(port_plain "$i") $(port_ctrl "$i") $( [[ $SASL == 1 ]] && port_sasl "$i"); do
+    for p in $(node_ports "$i"); do
       if port_busy "$p"; then
         owner=$(port_owner "$p")
         warn "port 127.0.0.1:$p (node $i) is already in use${owner:+ by $owner}; it is not a broker of this checkout"
@@ -385,6 +491,15 @@ summary() {
   if [[ $SASL == 1 ]]; then
     say "  bootstrap (SASL_PLAINTEXT SCRAM-SHA-512): $(join_addrs port_sasl)  user=$SASL_USER password=$SASL_PASSWORD"
   fi
+  if [[ $TLS == 1 ]]; then
+    say "  bootstrap (SSL):                    $(join_addrs port_ssl)  ssl.ca.location=$TLS_DIR/ca.pem"
+    [[ $SASL == 1 ]] &&
+      say "  bootstrap (SASL_SSL SCRAM-SHA-512): $(join_addrs port_sasl_ssl)  user=$SASL_USER password=$SASL_PASSWORD"
+  fi
+  if [[ $OAUTH == 1 ]]; then
+    say "  bootstrap (SASL_PLAINTEXT OAUTHBEARER, unsecured JWS): $(join_addrs port_oauth)"
+  fi
+  true
 }
 
 # ---------------------------------------------------------------- commands
@@ -435,12 +550,15 @@ up_jars() {
     [[ -n ${KAFKA_NODES:-} || -z $(state_get NODES) ]] || NODES=$(state_get NODES)
     [[ -n ${KAFKA_PORT_BASE:-} || -z $(state_get PORT_BASE) ]] || PORT_BASE=$(state_get PORT_BASE)
     [[ -n ${KAFKA_SASL:-} || -z $(state_get SASL) ]] || SASL=$(state_get SASL)
+    [[ -n ${KAFKA_TLS:-} || -z $(state_get TLS) ]] || TLS=$(state_get TLS)
+    [[ -n ${KAFKA_OAUTH:-} || -z $(state_get OAUTH) ]] || OAUTH=$(state_get OAUTH)
     [[ -n ${KAFKA_VERSION:-} || -z $(state_get VERSION) ]] || set_version "$(state_get VERSION)"
   fi
   ensure_jars
   ensure_helpers
   if ((any)); then
     if [[ $(state_get NODES) == "$NODES" && $(state_get PORT_BASE) == "$PORT_BASE" && $(state_get SASL) == "$SASL" &&
+      $(state_get TLS) == "$TLS" && $(state_get OAUTH) == "$OAUTH" &&
       $(state_get VERSION) == "$VERSION" && ${#running[@]} == "$NODES" ]] &&
       run_helper ClusterCheck --each --cluster-id "$(state_get CLUSTER_ID)" --nodes "$NODES" "$(join_addrs port_plain)" >/dev/null 2>&1; then
       say "already up and answering"
@@ -455,7 +573,8 @@ up_jars() {
 
   # Fresh data directory (an empty cluster every `up`).
   mkdir -p "$DATA_DIR"
-  rm -rf "$DATA_DIR"/n* "$STATE_FILE"
+  rm -rf "$DATA_DIR"/n* "$STATE_FILE" "$TLS_DIR"
+  [[ $TLS == 1 ]] && make_tls
   cid=$(new_cluster_id)
   for ((i = 1; i <= NODES; i++)); do
     mkdir -p "$(node_dir "$i")"
@@ -483,8 +602,8 @@ up_jars() {
   done
   ((rc == 0)) || die "kafka.tools.StorageTool format failed"
   echo "$cid" >"$DATA_DIR/cluster.id"
-  printf 'MODE=jars\nVERSION=%s\nNODES=%s\nPORT_BASE=%s\nSASL=%s\nSASL_USER=%s\nSASL_PASSWORD=%s\nCLUSTER_ID=%s\n' \
-    "$VERSION" "$NODES" "$PORT_BASE" "$SASL" "$SASL_USER" "$SASL_PASSWORD" "$cid" >"$STATE_FILE"
+  printf 'MODE=jars\nVERSION=%s\nNODES=%s\nPORT_BASE=%s\nSASL=%s\nSASL_USER=%s\nSASL_PASSWORD=%s\nTLS=%s\nOAUTH=%s\nCLUSTER_ID=%s\n' \
+    "$VERSION" "$NODES" "$PORT_BASE" "$SASL" "$SASL_USER" "$SASL_PASSWORD" "$TLS" "$OAUTH" "$cid" >"$STATE_FILE"
   t1=$(now_ms)
   say "format: $(secs $((t1 - t0))) (cluster id $cid, $NODES node(s))"
 
@@ -492,6 +611,7 @@ up_jars() {
   for ((i = 1; i <= NODES; i++)); do start_broker "$i"; done
   say "started node(s) ${STARTED_PIDS[*]}; waiting up to ${START_TIMEOUT}s for them to answer ..."
   wait_ready "$t1" "$(join_addrs port_plain)" "${STARTED_PIDS[@]}"
+  check_tls
   STARTED_PIDS=()
   say "start-to-ready: $(secs $(($(now_ms) - t1))) ($NODES node(s))"
   summary
@@ -592,6 +712,8 @@ cmd_reset() {
   SASL=${KAFKA_SASL:-$SASL}
   SASL_USER=${KAFKA_SASL_USER:-$SASL_USER}
   SASL_PASSWORD=${KAFKA_SASL_PASSWORD:-$SASL_PASSWORD}
+  TLS=${KAFKA_TLS:-$TLS}
+  OAUTH=${KAFKA_OAUTH:-$OAUTH}
   cmd_up
 }
 
@@ -618,7 +740,7 @@ cmd_status() {
   for ((i = 1; i <= NODES; i++)); do
     if p=$(node_pid "$i"); then
       up=$((up + 1))
-      say "  node $i: running pid $p rss $(($(ps -o rss= -p "$p" | tr -d ' ') / 1024))MiB  PLAINTEXT 127.0.0.1:$(port_plain "$i") CONTROLLER :$(port_ctrl "$i")$([[ $SASL == 1 ]] && echo " SASL_PLAINTEXT :$(port_sasl "$i")")"
+      say "  node $i: running pid $p rss $(($(ps -o rss= -p "$p" | tr -d ' ') / 1024))MiB  PLAINTEXT 127.0.0.1:$(port_plain "$i") CONTROLLER :$(port_ctrl "$i")$([[ $SASL == 1 ]] && echo " SASL_PLAINTEXT :$(port_sasl "$i")")$([[ $TLS == 1 ]] && echo " SSL :$(port_ssl "$i")")$([[ $TLS == 1 && $SASL == 1 ]] && echo " SASL_SSL :$(port_sasl_ssl "$i")")$([[ $OAUTH == 1 ]] && echo " OAUTHBEARER :$(port_oauth "$i")")"
     else
       say "  node $i: stopped  (log $(node_log "$i"))"
     fi

@@ -6,6 +6,8 @@ import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
 import { translateLibrdkafkaConfigError } from '../config';
 import { CommitError, ConnectError, TimeoutError } from '../errors';
+import { OAuthBearerRefresher } from './oauth-bearer';
+import { TlsFailureWatch, bootstrapAddresses, describeTlsSettings } from './tls-handshake';
 import type { KafkaClientError } from '../errors';
 import type {
   Assignment,
@@ -46,6 +48,10 @@ export class ConsumerClient {
   private readonly pendingProbes: PendingProbe[] = [];
   private consuming = false;
   private lastTimeoutMs = -1;
+  /** Keeps the OAUTHBEARER token fresh, when `oauthBearerToken` is set. */
+  private oauth: OAuthBearerRefresher | undefined;
+  /** The connect was given up before node-rdkafka answered it (a TLS verdict). */
+  private givenUp = false;
 
   constructor(
     private readonly settings: ConsumerSettings,
@@ -73,16 +79,63 @@ export class ConsumerClient {
     );
   }
 
-  /** Connects, bounded by `connectTimeoutMs`; rejects with {@link ConnectError}. */
-  connect(): Promise<void> {
+  /**
+   * Connects, bounded by `connectTimeoutMs`; rejects with {@link ConnectError}. With an
+   * OAUTHBEARER provider the first token is set before. A TLS handshake failure is named in the
+   * error; when every bootstrap broker's certificate failed verification the connect is given up
+   * at once (that never heals by retrying), without waiting for the timeout.
+   */
+  async connect(): Promise<void> {
+    const provider = this.settings.oauthBearerToken;
+    if (provider) {
+      this.oauth?.stop();
+      this.oauth = new OAuthBearerRefresher(
+        provider,
+        this.raw,
+        this.logger.child({ component: 'oauthbearer' }),
+        this.settings.connectTimeoutMs,
+      );
+      await this.oauth.start();
+    }
     const timeoutMs = this.settings.connectTimeoutMs;
+    const config = this.settings.globalConfig as Record<string, unknown>;
+    const servers = String(config['bootstrap.servers'] ?? config['metadata.broker.list']);
+    const tls = new TlsFailureWatch(bootstrapAddresses(servers));
+    const tlsError = (what: string): ConnectError | undefined => {
+      const f = tls.failure;
+      if (!f) return undefined;
+      return new ConnectError(
+        `TLS handshake with ${f.broker} failed${what}: ${f.reason} (${describeTlsSettings(config)})` +
+          (f.certificateRejected
+            ? ": the broker's certificate is not signed by a CA in ssl.ca.location (or the system's CAs), has expired, or does not match the broker's host name"
+            : ''),
+        { retriable: !f.certificateRejected },
+      );
+    };
     return new Promise((resolve, reject) => {
+      let settled = false;
+      const onLog = (log: { fac: string; message: string }): void => {
+        if (!tls.observe(log) || settled) return;
+        settled = true;
+        this.givenUp = true;
+        reject(tlsError(` on every bootstrap broker (${servers})`));
+      };
+      this.raw.on('event.log', onLog);
       this.raw.connect({ timeout: timeoutMs }, (err) => {
+        this.raw.removeListener('event.log', onLog);
+        if (settled) {
+          // Given up early: node-rdkafka cleans up a failed connect itself; one that succeeded
+          // after all (a broker with a good certificate answered) is closed again.
+          if (!err) this.raw.disconnect(() => undefined);
+          return;
+        }
+        settled = true;
         if (err) {
+          const named = tlsError('');
           reject(
             new ConnectError(
-              `Could not connect to ${String(this.settings.globalConfig['bootstrap.servers'])} within ${timeoutMs} ms: ${err.message}`,
-              { cause: err, retriable: true },
+              `Could not connect to ${servers} within ${timeoutMs} ms: ${err.message}${named ? `; ${named.message}` : ''}`,
+              { cause: err, retriable: named?.retriable ?? true },
             ),
           );
         } else {
@@ -246,6 +299,13 @@ export class ConsumerClient {
     return this.pendingCommits.length;
   }
 
+  /** OAUTHBEARER tokens set and refreshes failed so far (undefined without a provider). */
+  get oauthBearerStats(): { tokensSet: number; failures: number } | undefined {
+    return this.oauth
+      ? { tokensSet: this.oauth.tokensSet, failures: this.oauth.failures }
+      : undefined;
+  }
+
   /** Number of commits sent and not yet confirmed or failed. */
   get pendingCommitCount(): number {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
@@ -315,8 +375,10 @@ export class ConsumerClient {
   /** Disconnects; resolves once node-rdkafka reports it (or at once when not connected). */
   disconnect(): Promise<void> {
     this.failPendingCommits('the client is disconnecting');
+    this.oauth?.stop();
     return new Promise((resolve) => {
-      if (!this.raw.isConnected()) {
+      // (a connect given up early is not connected yet: its own callback cleans up, see connect())
+      if (this.givenUp || !this.raw.isConnected()) {
         resolve();
         return;
       }

@@ -46,6 +46,7 @@ export type RdKafkaConsumer = Pick<
   | 'on'
   | 'once'
   | 'removeListener'
+  | 'setOauthBearerToken'
 >;
 
 /** Signature of librdkafka's rebalance callback as node-rdkafka calls it. @internal */
@@ -126,6 +127,7 @@ export const FEATURE_PACKAGES: Readonly<Record<string, string>> = {
   lz4: 'liblz4-dev',
   ssl: 'libssl-dev',
   sasl_scram: 'libssl-dev and libsasl2-dev',
+  sasl_oauthbearer: 'libssl-dev',
   gzip: 'zlib1g-dev',
 };
 
