@@ -20,6 +20,7 @@ import {
   reactivePartitions,
   reactivePartitionsTuned,
   reactiveProcess,
+  reactiveProcessBatch,
   reactiveProcessTuned,
 } from './reactive';
 import type { Contender } from './types';
@@ -30,6 +31,7 @@ export type ContenderId =
   | 'raw-rdkafka-patched'
   | 'reactive-process'
   | 'reactive-partitions'
+  | 'reactive-process-batch'
   | 'reactive-process-tuned'
   | 'reactive-partitions-tuned'
   | 'kafkajs-eachMessage'
@@ -98,6 +100,15 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     kind: 'library',
     settings: '`mergeMap(p => p.messages$.pipe(tap(noop), p.acknowledge()))`; defaults otherwise',
     run: reactivePartitions,
+  },
+  {
+    id: 'reactive-process-batch',
+    label: 'reactive-rdkafka processBatch()',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings:
+      'no-op batch handler returning a plain value; `maxSize` 100, `maxWaitMs` 100 (defaults); `concurrency` 64, `partitionConcurrency` 1; default buffers and commit interval',
+    run: reactiveProcessBatch,
   },
   {
     id: 'reactive-process-tuned',
