@@ -13,7 +13,10 @@ export interface ThroughputResult {
   firstMessageMs: number;
   /** First → last expected message, in ms: the window msg/s is computed over. */
   elapsedMs: number;
-  /** CPU time of the child (user + system) from consumer creation to the last message, in ms. */
+  /**
+   * CPU time of the child (user + system) from consumer creation to the last message, in ms (the
+   * client library's modules are loaded before the Meter is created: see ContenderInfo.load).
+   */
   cpuMs: number;
   /** Peak resident set size of the child process, in bytes (see peakRss). */
   peakRssBytes: number;

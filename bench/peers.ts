@@ -12,9 +12,13 @@ type Library = typeof lib;
 
 const benchRequire = createRequire(join(__dirname, 'package.json'));
 
-/** The library's public API, as built by `make build` (the shipped artefact, not lib/ via tsx). */
+/**
+ * The library's public API, as built by `make build` (the shipped artefact, not lib/ via tsx).
+ * `BENCH_LIBRARY_DIST` points at another build's dist/ (bench/ab.ts compares two builds).
+ */
 export function loadLibrary(): Library {
-  return benchRequire('../dist/cjs/index.js') as Library;
+  const dist = process.env.BENCH_LIBRARY_DIST;
+  return benchRequire(dist ? join(dist, 'cjs/index.js') : '../dist/cjs/index.js') as Library;
 }
 
 // ----------------------------------------------------------------------------------- KafkaJS

@@ -72,6 +72,8 @@ const raw =
 
 const released = (): Binding => Kafka;
 const patched = (): Binding => createRequire(__filename)(PATCHED_RDKAFKA_DIR) as Binding;
+/** Loads the patched binding (see ContenderInfo.load). */
+export const loadPatchedRdkafka = patched;
 
 export const rawRdkafka = raw(true, released);
 export const rawRdkafkaDefaults = raw(false, released);

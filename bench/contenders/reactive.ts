@@ -1,6 +1,7 @@
 /**
  * This library, from its build: `process()` with a no-op handler and the default concurrency
- * (64 across partitions, 1 within a partition), and the `partitions$` low-level path with the
+ * (64 across partitions, 1 within a partition), `processBatch()` with a no-op batch handler and its
+ * default batches (100 messages, 100 ms), and the `partitions$` low-level path with the
  * `acknowledge()` operator and nothing else. Each with the library's defaults, and again with
  * `fetch.queue.backoff.ms` lowered to 10 ms (FAST_FETCH): with the library's small prefetch bounds,
  * librdkafka's default of 1000 ms stalls each partition's fetching for a second whenever a bound
@@ -36,6 +37,18 @@ const processContender =
     return () => c.close();
   };
 
+const processBatchContender: Contender = async (ctx) => {
+  const c = consumer(ctx, false);
+  const { meter } = ctx;
+  c.processBatch((batch) => {
+    let bytes = 0;
+    for (const m of batch.messages) bytes += m.size;
+    meter.add(batch.messages.length, bytes);
+    return undefined;
+  }).subscribe({ error: (err: unknown) => console.error('processBatch() failed', err) });
+  return () => c.close();
+};
+
 const partitionsContender =
   (tuned: boolean): Contender =>
   async (ctx) => {
@@ -56,5 +69,6 @@ const partitionsContender =
 
 export const reactiveProcess = processContender(false);
 export const reactiveProcessTuned = processContender(true);
+export const reactiveProcessBatch = processBatchContender;
 export const reactivePartitions = partitionsContender(false);
 export const reactivePartitionsTuned = partitionsContender(true);

@@ -63,6 +63,9 @@ export type EngineState =
     }
   | { readonly kind: 'closed'; readonly failure: Error | undefined };
 
+/** Longest time between two position lookups while consume calls return full batches (notePositions). */
+const POSITION_INTERVAL_MS = 100;
+
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
   readonly rebalances = new Subject<RebalanceEvent>();
@@ -75,6 +78,8 @@ export class ConsumerEngine implements ProcessorHost {
   readonly client: ConsumerClient;
   /** Time of the last completed consume call (ms since the epoch). */
   lastPollAt = 0;
+  /** The `lastPollAt` of the consume call after which positions were last asked (notePositions). */
+  private positionsNotedAt = 0;
   /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
   lateMessagesDropped = 0;
   /** Receives metrics hooks (see engine-observer.ts). */
@@ -362,7 +367,7 @@ export class ConsumerEngine implements ProcessorHost {
         this.lastProgressAt = this.lastPollAt;
         this.dispatch(batch);
       }
-      this.notePositions();
+      this.notePositions(batch.length < size);
       if (this.stage() !== 'disconnecting')
         this.committer.maybeCommit(this.assignments.values(), (c) => this.assignments.owns(c));
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
@@ -406,14 +411,27 @@ export class ConsumerEngine implements ProcessorHost {
    * never delivered: transaction markers, and aborted records under read_committed. Only here,
    * between two consume calls, does the position count exactly the messages dispatched (a
    * consume in flight moves it for messages JS has not seen yet).
+   *
+   * `position()` costs about as much as dispatching a few dozen messages, so it is asked after a
+   * consume call that returned fewer messages than asked (`short`: the prefetched messages ran out,
+   * which is when a partition can sit at a trailing marker) and otherwise at most every
+   * {@link POSITION_INTERVAL_MS}. The committable offset stays correct with any subset of these
+   * calls: each position taken here was exact when taken (every offset below it was delivered or
+   * never will be), the ledger only ever moves it up and ignores one at or below its last
+   * delivered offset, so a skipped call only delays moving past trailing markers — by at most one
+   * interval while messages keep coming, by nothing once the partition is caught up. A commit
+   * meanwhile (a revoke's final one, say) stops at the marker: the next owner reads nothing there.
    */
-  private notePositions(): void {
+  private notePositions(short: boolean): void {
     if (this.assignments.size === 0 || this.stage() === 'disconnecting') return;
+    const sinceNoted = this.lastPollAt - this.positionsNotedAt; // negative: the wall clock stepped back
+    if (!short && sinceNoted >= 0 && sinceNoted < POSITION_INTERVAL_MS) return;
     // After a seek librdkafka resets the position to invalid until the new position's first
     // record is consumed, so an old, higher position is never taken for the new stream's.
     const active = this.assignments.controls().filter((c) => c.active);
     if (active.length === 0) return;
     let positions: { topic: string; partition: number; offset?: number }[];
+    this.positionsNotedAt = this.lastPollAt;
     try {
       positions = this.client.raw.position(list(active));
     } catch {

@@ -15,23 +15,26 @@ export const REBALANCE_BUCKETS_SECONDS: readonly number[] = [
 ];
 
 export class Histogram {
+  /** Per bucket (not cumulative) counts; a value above the last bound is only in `count`. */
   private readonly counts: number[];
+  /** The bounds in ms, so that an observation needs no division. */
+  private readonly boundsMs: number[];
   private count = 0;
   private sumMs = 0;
   private maxMs = 0;
 
   constructor(readonly bucketsSeconds: readonly number[]) {
     this.counts = bucketsSeconds.map(() => 0);
+    this.boundsMs = bucketsSeconds.map((le) => le * 1000);
   }
 
   observe(ms: number): void {
     this.count += 1;
     this.sumMs += ms;
     if (ms > this.maxMs) this.maxMs = ms;
-    const seconds = ms / 1000;
-    const b = this.bucketsSeconds;
+    const b = this.boundsMs;
     for (let i = 0; i < b.length; i++) {
-      if (seconds <= b[i]!) {
+      if (ms <= b[i]!) {
         this.counts[i]! += 1;
         return;
       }

@@ -4,7 +4,6 @@
  * detection; diagnostics_channel publishing; the `metrics()` snapshot, the `metrics$` stream and
  * `health()`. Reads engine state, never changes it.
  */
-import { performance } from 'node:perf_hooks';
 import { Observable, isObservable } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
@@ -28,8 +27,7 @@ import { parseClientStats } from './librdkafka-stats';
 import type { ClientStats } from './librdkafka-stats';
 import type { TopicPartitionOffset } from './rdkafka';
 import { errorMessage, tpKey } from './rdkafka';
-import { StallDetector } from './stall-detector';
-import type { RunningHandler } from './stall-detector';
+import { RunningHandler, StallDetector } from './stall-detector';
 
 /** The least a message must carry for a handler to be instrumented. */
 export type HandledMessage = Pick<KafkaMessage, 'topic' | 'partition' | 'offset'> & {
@@ -296,110 +294,116 @@ export class ConsumerObservability implements EngineObserver {
    * Wraps a handler so each invocation is counted, timed, watched for stalls and published on the
    * handler diagnostics channels. The wrapper returns what the handler returns (a Promise gains a
    * `then`, an Observable is subscribed through).
+   *
+   * Per invocation: one {@link HandlerCall} (the stall detector's list node and the invocation's
+   * state, no closure for a plain result), one clock read at the start and one at the end, a
+   * histogram observation without allocation. Diagnostics payloads are built only while a handler
+   * channel has subscribers, observations only while a listener is registered.
    */
   instrument<M extends HandledMessage, R>(
     handler: (message: M) => HandlerResult<R>,
   ): (message: M) => HandlerResult<R> {
     return (message: M): HandlerResult<R> => {
-      const startedAt = Date.now();
-      const t0 = performance.now();
-      const token = this.stalls.start(
-        message.topic,
-        message.partition,
-        message.offset,
-        message.generation,
-        startedAt,
-      );
-      let diag: HandlerDiagnostics | undefined;
+      const call = new HandlerCall(message, this.stalls.clock());
+      this.stalls.track(call);
       if (channels.handlerStart.hasSubscribers || channels.handlerEnd.hasSubscribers) {
-        diag = {
-          group: this.settings.groupId,
-          clientId: this.clientId,
-          topic: message.topic,
-          partition: message.partition,
-          offset: message.offset,
-          generation: message.generation,
-          message: message as unknown as KafkaMessage,
-          startedAt,
-          outcome: undefined,
-          durationMs: undefined,
-          error: undefined,
-        };
-        if (channels.handlerStart.hasSubscribers) channels.handlerStart.publish(diag);
+        call.diag = this.startDiagnostics(message);
       }
-      let ended = false;
-      const end = (outcome: 'ok' | 'failed' | 'cancelled', error?: unknown): void => {
-        if (ended) return;
-        ended = true;
-        const ms = performance.now() - t0;
-        this.stalls.end(token);
-        if (outcome !== 'cancelled') {
-          const ok = outcome === 'ok';
-          const c = this.partitionCounters(message.topic, message.partition);
-          if (ok) {
-            this.processed += 1;
-            c.processed += 1;
-          } else {
-            this.failed += 1;
-            c.failed += 1;
-          }
-          this.handlerDuration.observe(ms);
-          if (this.observers.size > 0)
-            this.emitObservation({ kind: 'handler', topic: message.topic, ms, ok });
-        }
-        if (diag !== undefined) {
-          diag.outcome = outcome;
-          diag.durationMs = ms;
-          diag.error = error;
-          if (channels.handlerEnd.hasSubscribers) channels.handlerEnd.publish(diag);
-        }
-      };
       let result: HandlerResult<R>;
       try {
         result = handler(message);
       } catch (err) {
-        end('failed', err);
+        this.ended(call, 'failed', err);
         throw err;
       }
-      if (isObservable(result)) {
-        const source = result;
-        return new Observable<R>((subscriber) => {
-          const sub = source.subscribe({
-            next: (v) => subscriber.next(v),
-            error: (e: unknown) => {
-              end('failed', e);
-              subscriber.error(e);
-            },
-            complete: () => {
-              end('ok');
-              subscriber.complete();
-            },
-          });
-          return () => {
-            sub.unsubscribe();
-            end('cancelled');
-          };
-        });
+      if (result === null || (typeof result !== 'object' && typeof result !== 'function')) {
+        this.ended(call, 'ok', undefined);
+        return result;
       }
-      if (
-        result !== null &&
-        typeof result === 'object' &&
-        typeof (result as Promise<R>).then === 'function'
-      ) {
+      if (isObservable(result)) return this.observeThrough(call, result);
+      if (typeof (result as Promise<R>).then === 'function') {
         return (result as Promise<R>).then(
           (v) => {
-            end('ok');
+            this.ended(call, 'ok', undefined);
             return v;
           },
           (e: unknown) => {
-            end('failed', e);
+            this.ended(call, 'failed', e);
             throw e;
           },
         );
       }
-      end('ok');
+      this.ended(call, 'ok', undefined);
       return result;
     };
+  }
+
+  private observeThrough<R>(call: HandlerCall, source: Observable<R>): Observable<R> {
+    return new Observable<R>((subscriber) => {
+      const sub = source.subscribe({
+        next: (v) => subscriber.next(v),
+        error: (e: unknown) => {
+          this.ended(call, 'failed', e);
+          subscriber.error(e);
+        },
+        complete: () => {
+          this.ended(call, 'ok', undefined);
+          subscriber.complete();
+        },
+      });
+      return () => {
+        sub.unsubscribe();
+        this.ended(call, 'cancelled', undefined);
+      };
+    });
+  }
+
+  /** The handler start payload (published now on its channel if it has subscribers). */
+  private startDiagnostics(message: HandledMessage): HandlerDiagnostics {
+    const diag: HandlerDiagnostics = {
+      group: this.settings.groupId,
+      clientId: this.clientId,
+      topic: message.topic,
+      partition: message.partition,
+      offset: message.offset,
+      generation: message.generation,
+      message: message as unknown as KafkaMessage,
+      startedAt: Date.now(),
+      outcome: undefined,
+      durationMs: undefined,
+      error: undefined,
+    };
+    if (channels.handlerStart.hasSubscribers) channels.handlerStart.publish(diag);
+    return diag;
+  }
+
+  /** One invocation ended (the first report counts; later ones, e.g. a teardown, are ignored). */
+  private ended(call: HandlerCall, outcome: 'ok' | 'failed' | 'cancelled', error: unknown): void {
+    if (call.ended) return;
+    call.ended = true;
+    const ms = this.stalls.clock() - call.startedAt;
+    this.stalls.end(call);
+    if (outcome !== 'cancelled') {
+      const ok = outcome === 'ok';
+      const c = this.partitionCounters(call.topic, call.partition);
+      if (ok) {
+        this.processed += 1;
+        c.processed += 1;
+      } else {
+        this.failed += 1;
+        c.failed += 1;
+      }
+      this.handlerDuration.observe(ms);
+      if (this.observers.size > 0)
+        this.emitObservation({ kind: 'handler', topic: call.topic, ms, ok });
+    }
+    const diag = call.diag;
+    if (diag !== undefined) {
+      diag.outcome = outcome;
+      diag.durationMs = ms;
+      diag.error = error;
+      if (channels.handlerEnd.hasSubscribers) channels.handlerEnd.publish(diag);
+    }
   }
 
   private onStalled(h: RunningHandler, elapsedMs: number): void {
@@ -587,5 +591,19 @@ export class ConsumerObservability implements EngineObserver {
       stalledHandlers: this.stalledHandlers(),
       stallThresholdMs: this.stalls.thresholdMs,
     });
+  }
+}
+
+/**
+ * One handler invocation: the stall detector's record of it (start-ordered list node) and what its
+ * end needs, in one object of fixed shape.
+ */
+class HandlerCall extends RunningHandler {
+  ended = false;
+  /** The diagnostics payload, when a handler channel had subscribers at the start. */
+  diag: HandlerDiagnostics | undefined = undefined;
+
+  constructor(message: HandledMessage, startedAt: number) {
+    super(message.topic, message.partition, message.offset, message.generation, startedAt);
   }
 }

@@ -139,6 +139,9 @@ export interface PendingCallback {
   readonly at: number;
 }
 
+/** Log entries that are control records (transaction markers): never returned by consume(). */
+const controlRecords = new WeakSet<Message>();
+
 export class FakeConsumer extends EventEmitter {
   readonly calls: Call[] = [];
   readonly commits: Map<string, number>;
@@ -158,6 +161,16 @@ export class FakeConsumer extends EventEmitter {
   private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
   private rr = 0;
   consumeCalls = 0;
+  /**
+   * Every consume() answered without an error, in order: how many messages were asked and returned,
+   * when it was answered, and when position() was first called after it (before the next answer).
+   */
+  readonly consumeLog: {
+    asked: number;
+    returned: number;
+    answeredAt: number;
+    positionAt: number | undefined;
+  }[] = [];
   /** Errors the next consume() calls return instead of messages (as the binding reports them). */
   readonly consumeErrors: { code: number; message: string }[] = [];
   /** `member` mode (see FakeOptions.member). */
@@ -203,6 +216,16 @@ export class FakeConsumer extends EventEmitter {
       offset += 1;
     }
     this.logs.set(k, q);
+  }
+
+  /**
+   * Appends a control record (a transaction marker): an offset of the log that consume() never
+   * returns; the position moves past it once consume() reads beyond it.
+   */
+  produceMarker(topic: string, partition: number): void {
+    this.produce(topic, partition, 1);
+    const log = this.logs.get(key({ topic, partition }))!;
+    controlRecords.add(log[log.length - 1]!);
   }
 
   /** Fires an ASSIGN rebalance callback. */
@@ -436,7 +459,10 @@ export class FakeConsumer extends EventEmitter {
         const k = key(a);
         const log = this.logs.get(k) ?? [];
         let pos = this.fetchPos.get(k) ?? 0;
-        while (pos < log.length && out.length < n) out.push(log[pos++]!);
+        while (pos < log.length && out.length < n) {
+          const m = log[pos++]!;
+          if (!controlRecords.has(m)) out.push(m);
+        }
         this.fetchPos.set(k, pos);
         if (pos > 0) this.appPos.set(k, pos);
       }
@@ -450,6 +476,12 @@ export class FakeConsumer extends EventEmitter {
         return;
       }
       for (const item of due) this.deliver(item, true);
+      this.consumeLog.push({
+        asked: n,
+        returned: out.length,
+        answeredAt: Date.now(),
+        positionAt: undefined,
+      });
       cb(null, out);
     }, delay);
   }
@@ -830,6 +862,8 @@ export class FakeConsumer extends EventEmitter {
 
   /** librdkafka's app position: invalid (-1001) until a message of this assignment was consumed. */
   position(tps: { topic: string; partition: number }[]): TopicPartitionOffset[] {
+    const last = this.consumeLog[this.consumeLog.length - 1];
+    if (last !== undefined) last.positionAt ??= Date.now();
     return tps.map((t) => ({ ...t, offset: this.appPos.get(key(t)) ?? -1001 }));
   }
 }

@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import type { Subscription } from 'rxjs';
+import { T, committed, harness, tp, until } from './helpers/harness';
+
+/**
+ * librdkafka's position moves past offsets never delivered (transaction markers, aborted records
+ * under read_committed); the engine asks it between two consume calls so that the committed
+ * offset can pass them. It asks after a consume call that returned fewer messages than asked, and
+ * otherwise at most every 100 ms.
+ */
+describe('positions past offsets never delivered', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  const run = async (fill: (h: ReturnType<typeof harness>) => void) => {
+    const h = harness();
+    let processed = 0;
+    subs.push(h.consumer.process(() => void (processed += 1)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    fill(h);
+    h.fake().rebalanceAssign([tp(0)]);
+    return { h, processed: () => processed };
+  };
+
+  it('commits past a trailing transaction marker read after full consume batches', async () => {
+    const { h, processed } = await run((h) => {
+      h.fake().produce(T, 0, 1000);
+      h.fake().produceMarker(T, 0);
+    });
+    await until(() => processed() === 1000, 'every record');
+    await until(() => committed(h) === 1001, 'committed past the marker');
+    await h.consumer.close();
+    assert.equal(committed(h), 1001);
+  });
+
+  it('commits past markers inside and at the end of the log', async () => {
+    const { h, processed } = await run((h) => {
+      h.fake().produce(T, 0, 300);
+      h.fake().produceMarker(T, 0);
+      h.fake().produce(T, 0, 699);
+      h.fake().produceMarker(T, 0);
+    });
+    await until(() => processed() === 999, 'every record');
+    await until(() => committed(h) === 1001, 'committed past the last marker');
+    await h.consumer.close();
+  });
+
+  it('asks the position after every short consume call, and after full ones at most every 100 ms', async () => {
+    const { h, processed } = await run((h) => h.fake().produce(T, 0, 20_000));
+    await until(() => processed() === 20_000, 'every record', 20_000);
+    await until(() => committed(h) === 20_000, 'committed');
+    const log = [...h.fake().consumeLog];
+    await h.consumer.close();
+    const first = log.findIndex((c) => c.returned > 0);
+    assert.ok(first >= 0);
+    const since = log.slice(first);
+    assert.ok(
+      since.some((c) => c.returned === c.asked && c.asked > 1),
+      'full batches were consumed',
+    );
+    for (const [i, c] of since.entries()) {
+      if (c.returned < c.asked) {
+        assert.notEqual(c.positionAt, undefined, `position asked after short call ${first + i}`);
+      }
+    }
+    // A position asked after a full batch comes 100 ms or more after the consume answer that the
+    // previous position lookup followed (the engine compares the times of the answers).
+    let noted: (typeof log)[number] | undefined;
+    for (const c of since) {
+      if (c.positionAt === undefined) continue;
+      if (noted !== undefined && c.returned === c.asked) {
+        assert.ok(
+          c.positionAt - noted.answeredAt >= 100,
+          `position after a full batch ${c.positionAt - noted.answeredAt} ms after the last`,
+        );
+      }
+      noted = c;
+    }
+  });
+});
