@@ -6,6 +6,7 @@
 import pino from 'pino';
 import { ReactiveConsumer } from '../../lib';
 import type { KafkaMessage, OutputRecord } from '../../lib';
+import { fanOut } from './scenario';
 
 const env = (name: string): string => {
   const v = process.env[name];
@@ -28,10 +29,6 @@ const consumer = new ReactiveConsumer({
   topics: [env('EOS_TOPIC')],
   logger,
 });
-
-/** How many records an input gets (1–3), the same in every life. */
-export const fanOut = (offset: number, partition: number): number =>
-  1 + ((offset * 7 + partition) % 3);
 
 const outA = env('EOS_OUT_A');
 const outB = env('EOS_OUT_B');

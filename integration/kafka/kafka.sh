@@ -690,6 +690,9 @@ cmd_reset() {
     return 0
   fi
   load_state_settings # keep the recorded layout; an explicitly set KAFKA_* wins below
+  # A cluster recorded before the TLS and OAUTHBEARER listeners existed gets them on a fresh start.
+  [[ -n $(state_get TLS) ]] || TLS=1
+  [[ -n $(state_get OAUTH) ]] || OAUTH=1
   if [[ $(state_get MODE) == docker ]]; then
     cmd_down
   else

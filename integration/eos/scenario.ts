@@ -1,0 +1,178 @@
+/**
+ * Building blocks of the exactly-once tests: worker processes running processTransactional()
+ * (integration/eos/worker.ts), a reader of the output topics at either isolation level, and the
+ * exactly-once verdict (every input's records once under read_committed, committed offsets at the
+ * input's end; the read_uncommitted surplus counts aborted records).
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import * as Kafka from 'node-rdkafka';
+import { BROKERS, committedOffsets, highWatermarks, uniqueName, waitFor } from '../helpers/kafka';
+
+/** How many records an input gets (1–3): the worker's rule. */
+export const fanOut = (offset: number, partition: number): number =>
+  1 + ((offset * 7 + partition) % 3);
+
+/** Every record of a topic read by a fresh consumer with the given isolation level, to the end. */
+export async function readTopic(
+  topic: string,
+  partitions: number,
+  isolation: 'read_committed' | 'read_uncommitted',
+): Promise<string[]> {
+  const ends = await highWatermarks(topic, partitions);
+  const c = new Kafka.KafkaConsumer(
+    {
+      'bootstrap.servers': BROKERS,
+      'group.id': uniqueName('eos-reader'),
+      'enable.auto.commit': false,
+      'isolation.level': isolation,
+    },
+    {},
+  );
+  await new Promise<void>((resolve, reject) =>
+    c.connect({}, (err) => (err ? reject(err) : resolve())),
+  );
+  try {
+    const tps = ends.map((_, partition) => ({ topic, partition }));
+    c.assign(tps.map((t) => ({ ...t, offset: -2 })) as never);
+    const out: string[] = [];
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const batch = await new Promise<Kafka.Message[]>((resolve, reject) =>
+        c.consume(1000, (err, m) =>
+          err && err.code !== Kafka.CODES.ERRORS.ERR__TIMED_OUT ? reject(err) : resolve(m ?? []),
+        ),
+      );
+      for (const m of batch) out.push(m.value?.toString() ?? '');
+      const positions = c.position(tps);
+      const done = ends.every((end, p) => {
+        const pos = positions.find((x) => x.partition === p)?.offset;
+        return end === 0 || (typeof pos === 'number' && pos >= end);
+      });
+      if (done && batch.length === 0) return out;
+      if (Date.now() > deadline)
+        throw new Error(`reading ${topic} (${isolation}) did not reach the end`);
+    }
+  } finally {
+    await new Promise<void>((resolve) => c.disconnect(() => resolve()));
+  }
+}
+
+export interface EosWorker {
+  readonly proc: ChildProcess;
+  readonly exited: Promise<number | null>;
+  /** Resolves at the worker's first assignment (its SIGTERM handler is installed by then). */
+  readonly assigned: Promise<void>;
+}
+
+export interface EosTopics {
+  readonly group: string;
+  readonly input: string;
+  readonly outA: string;
+  readonly outB: string;
+}
+
+/** Starts a worker; `name` gives it a stable transactional.id (a restart reuses it). */
+export function startWorker(
+  topics: EosTopics,
+  name: string,
+  config: Record<string, unknown>,
+  workers: EosWorker[],
+): EosWorker {
+  const dir = join('integration', '.test_output', 'eos');
+  mkdirSync(dir, { recursive: true });
+  const proc = spawn(
+    process.execPath,
+    ['--import', 'tsx', join('integration', 'eos', 'worker.ts')],
+    {
+      env: {
+        ...process.env,
+        EOS_BROKERS: BROKERS,
+        EOS_GROUP: topics.group,
+        EOS_TOPIC: topics.input,
+        EOS_OUT_A: topics.outA,
+        EOS_OUT_B: topics.outB,
+        EOS_TXN_ID: `${topics.group}-${name}`,
+        EOS_CONFIG: JSON.stringify(config),
+        EOS_LOG: join(dir, `${topics.group}-${name}-${Date.now()}.log`),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  const assigned = new Promise<void>((resolve) =>
+    proc.stdout.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('assigned')) resolve();
+    }),
+  );
+  const w = { proc, exited, assigned };
+  workers.push(w);
+  return w;
+}
+
+/** Sum of the group's committed offsets on the input. */
+export async function committedSum(topics: EosTopics, partitions: number): Promise<number> {
+  return (await committedOffsets(topics.group, topics.input, partitions)).reduce<number>(
+    (a, o) => a + (o ?? 0),
+    0,
+  );
+}
+
+/** Waits until the group committed more than `n` inputs. */
+export function progressBeyond(
+  topics: EosTopics,
+  partitions: number,
+  n: number,
+  what: string,
+): Promise<void> {
+  return waitFor(async () => (await committedSum(topics, partitions)) > n, {
+    timeoutMs: 120_000,
+    what,
+    intervalMs: 200,
+  });
+}
+
+export interface EosVerdict {
+  readonly expected: number;
+  readonly readCommitted: number;
+  readonly lost: number;
+  readonly duplicated: number;
+  readonly abortedSeen: number;
+  readonly committedAtEnd: boolean;
+}
+
+/** Reads both outputs at both isolation levels and compares with what the inputs call for. */
+export async function verdict(
+  topics: EosTopics,
+  partitions: number,
+  outPartitions: number,
+  ends: readonly number[],
+): Promise<EosVerdict> {
+  const committedRecords = [
+    ...(await readTopic(topics.outA, outPartitions, 'read_committed')),
+    ...(await readTopic(topics.outB, outPartitions, 'read_committed')),
+  ];
+  const uncommitted = [
+    ...(await readTopic(topics.outA, outPartitions, 'read_uncommitted')),
+    ...(await readTopic(topics.outB, outPartitions, 'read_uncommitted')),
+  ];
+  const seen = new Map<string, number>();
+  for (const v of committedRecords) seen.set(v, (seen.get(v) ?? 0) + 1);
+  const expected: string[] = [];
+  for (let p = 0; p < partitions; p++) {
+    for (let o = 0; o < (ends[p] ?? 0); o++) {
+      for (let i = 0; i < fanOut(o, p); i++) expected.push(`${p}:${o}:${i}`);
+    }
+  }
+  const committed = await committedOffsets(topics.group, topics.input, partitions);
+  return {
+    expected: expected.length,
+    readCommitted: committedRecords.length,
+    lost: expected.filter((v) => !seen.has(v)).length,
+    duplicated: [...seen.values()].filter((n) => n > 1).length,
+    abortedSeen: uncommitted.length - committedRecords.length,
+    committedAtEnd: committed.every((o, p) => o === ends[p]),
+  };
+}
