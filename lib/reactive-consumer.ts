@@ -557,10 +557,27 @@ function checkRecords(value: unknown): readonly OutputRecord[] {
       typeof rec.topic !== 'string' ||
       rec.topic === '' ||
       !(rec.value === null || typeof rec.value === 'string' || Buffer.isBuffer(rec.value)) ||
-      (rec.partition !== undefined && (!Number.isInteger(rec.partition) || rec.partition < 0))
+      (rec.partition !== undefined && (!Number.isInteger(rec.partition) || rec.partition < 0)) ||
+      !(
+        rec.key === undefined ||
+        rec.key === null ||
+        typeof rec.key === 'string' ||
+        Buffer.isBuffer(rec.key)
+      ) ||
+      !(
+        rec.headers === undefined ||
+        (Array.isArray(rec.headers) &&
+          (rec.headers as unknown[]).every(
+            (h) =>
+              Array.isArray(h) &&
+              h.length === 2 &&
+              typeof h[0] === 'string' &&
+              (typeof h[1] === 'string' || Buffer.isBuffer(h[1])),
+          ))
+      )
     ) {
       throw new TypeError(
-        'processTransactional(): each record needs a `topic` (string) and a `value` (Buffer, string or null); `partition`, when set, an integer ≥ 0',
+        'processTransactional(): each record needs a `topic` (string) and a `value` (Buffer, string or null); `key`, when set, a Buffer, string or null; `headers`, when set, `[name, Buffer | string]` pairs; `partition`, when set, an integer ≥ 0',
       );
     }
   }

@@ -114,6 +114,8 @@ export class Transactions implements OffsetCommits {
   /** The start, a commit or an abort in flight (one at a time). */
   private op: Promise<void> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
+  /** The input whose record the producer refused last (a second refusal of it is permanent). */
+  private refusedInput: string | undefined;
   private lastCommitAt = Date.now();
   private lastFinal_: FinalTransaction = { outcome: 'none', messages: 0, records: 0 };
   private readonly counts = {
@@ -237,19 +239,27 @@ export class Transactions implements OffsetCommits {
           }, QUEUE_FULL_RETRY_MS);
           return false;
         }
+        const input = `${f.message.topic}[${f.message.partition}]@${f.message.offset}`;
+        const why = String((err as Error).message ?? err);
+        if (this.refusedInput === input) {
+          // Refused again after the abort and the redo: it will be refused forever (too large,
+          // invalid), and redoing it would abort every transaction it shares. Stop, typed.
+          this.host.fail(
+            new TransactionError(
+              `The transactional producer refuses a record of input ${input} for ${r.topic} again after an abort and a redo (${why}): stopping; nothing of it or after it was committed`,
+              this.transactionalId,
+              typeof code === 'number' ? code : undefined,
+              { cause: err },
+            ),
+          );
+          return false;
+        }
+        this.refusedInput = input;
         this.logger.warn(
-          {
-            err,
-            topic: r.topic,
-            input: {
-              topic: f.message.topic,
-              partition: f.message.partition,
-              offset: f.message.offset,
-            },
-          },
-          'the transactional producer refused a record: aborting the transaction (its inputs are redone)',
+          { err, topic: r.topic, input },
+          'the transactional producer refused a record: aborting the transaction (its inputs are redone; a second refusal stops the consumer)',
         );
-        this.abortInBackground(`produce refused: ${String((err as Error).message ?? err)}`);
+        this.abortInBackground(`produce refused: ${why}`);
         return false;
       }
       f.produced += 1;
