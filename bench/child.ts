@@ -10,6 +10,7 @@ import { runJoin } from './scenarios/join-stall';
 import { runOrdering } from './scenarios/ordering';
 import { runMemory } from './scenarios/backlog-memory';
 import { runRevoke } from './scenarios/revoke';
+import { runTransform } from './scenarios/transform';
 
 function send(message: ChildMessage): void {
   process.send?.(message);
@@ -69,6 +70,8 @@ async function main(): Promise<void> {
       return sendNow({ type: 'result', result: await runMemory(task, send) });
     case 'ordering':
       return sendNow({ type: 'result', result: await runOrdering(task, send) });
+    case 'transform':
+      return sendNow({ type: 'result', result: await runTransform(task, send) });
   }
 }
 

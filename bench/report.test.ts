@@ -85,6 +85,16 @@ describe('the bench-quick report', () => {
     }
   });
 
+  it('measured the transactional and the plain topic-to-topic transform', () => {
+    const runs = results.transform?.runs ?? [];
+    for (const mode of ['plain', 'transactional']) {
+      const r = runs.find((x) => x.mode === mode);
+      assert.ok(r?.result, `${mode}: ${r?.error ?? 'not run'}`);
+      assert.ok(r.result.msgPerSec > 0 && r.result.messages === results.transform?.messages);
+    }
+    assert.ok((runs.find((x) => x.mode === 'transactional')?.result?.transactions ?? 0) > 0);
+  });
+
   it('sampled RSS under backlog and drew both charts', () => {
     const mem = results.memory?.result;
     assert.ok(mem, `memory: ${results.memory?.error}`);

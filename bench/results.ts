@@ -4,7 +4,13 @@ import type { ThroughputResult } from './meter';
 import type { PeerStatus } from './peers';
 import type { DataSet, Mode, ProtocolName } from './settings';
 import { median, percentile } from './stats';
-import type { JoinResult, MemoryResult, OrderingResult, RevokeResult } from './tasks';
+import type {
+  JoinResult,
+  MemoryResult,
+  OrderingResult,
+  RevokeResult,
+  TransformResult,
+} from './tasks';
 
 export interface ContenderEntry {
   id: ContenderId;
@@ -46,6 +52,11 @@ export interface BenchResults {
   }[];
   joinSettings: { members: number; rate: number; settleMs: number; observeMs: number };
   revokeSettings: { cycles: number; backlog: number; handlerMs: [number, number] };
+  transform?: {
+    topic: string;
+    messages: number;
+    runs: { mode: string; result?: TransformResult; error?: string }[];
+  };
   ordering?: {
     topic: string;
     keys: number;

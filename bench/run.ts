@@ -372,6 +372,44 @@ async function main(): Promise<void> {
   };
   progress.done();
 
+  // 5b. Topic to topic: transactional vs plain process() + produce.
+  {
+    const t = settings.transform;
+    const topic = `bench-transform-${t.partitions}p-${t.messages}`;
+    progress.next(`topic to topic: ${formatInt(t.messages)} messages, transactional vs plain`);
+    await ensureFilledTopic(
+      BROKERS,
+      topic,
+      t.partitions,
+      t.messages,
+      100,
+      settings.seed,
+      () => undefined,
+    );
+    results.transform = { topic, messages: t.messages, runs: [] };
+    for (const mode of ['plain', 'transactional'] as const) {
+      progress.detail(mode);
+      const run = await runChild(
+        {
+          kind: 'transform',
+          brokers: BROKERS,
+          topic,
+          partitions: t.partitions,
+          messages: t.messages,
+          mode,
+        },
+        240_000,
+        (m) => progress.detail(`${mode}: ${formatInt(m.count)} processed`),
+      );
+      const result = run.result?.kind === 'transform' ? run.result : undefined;
+      results.transform.runs.push({
+        mode,
+        ...(result ? { result } : { error: run.error ?? 'no result' }),
+      });
+    }
+    progress.done();
+  }
+
   // 6. Ordering modes on a keyed workload with per-message latency.
   {
     const o = settings.ordering;

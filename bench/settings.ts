@@ -47,6 +47,8 @@ export interface BenchSettings {
   memory: { sampleMs: number; intervalMs: number; handlerMs: number };
   /** Ordering modes on a workload with per-message latency (Parallel Consumer's benchmark shape). */
   ordering: { messages: number; keys: number; maxLatencyMs: number; partitionConcurrency: number };
+  /** Topic-to-topic transform (transactional vs plain process() + produce). */
+  transform: { messages: number; partitions: number };
 }
 
 export type ProtocolName = 'eager' | 'cooperative-sticky' | 'kip848';
@@ -85,6 +87,7 @@ export function benchSettings(mode: Mode, seed: number): BenchSettings {
       },
       memory: { sampleMs: 8_000, intervalMs: 250, handlerMs: 5 },
       ordering: { messages: 1_000, keys: 100, maxLatencyMs: 5, partitionConcurrency: 16 },
+      transform: { messages: 2_000, partitions: 12 },
     };
   }
   const kib = Number(process.env.BENCH_KIB_MESSAGES ?? 250_000);
@@ -125,6 +128,7 @@ export function benchSettings(mode: Mode, seed: number): BenchSettings {
     },
     memory: { sampleMs: 60_000, intervalMs: 500, handlerMs: 1 },
     ordering: { messages: 10_000, keys: 100, maxLatencyMs: 5, partitionConcurrency: 16 },
+    transform: { messages: 100_000, partitions: 12 },
   };
 }
 

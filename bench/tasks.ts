@@ -46,6 +46,14 @@ export type Task =
       seed: number;
     }
   | {
+      kind: 'transform';
+      brokers: string;
+      topic: string;
+      partitions: number;
+      messages: number;
+      mode: 'transactional' | 'plain';
+    }
+  | {
       kind: 'memory';
       brokers: string;
       topic: string;
@@ -120,8 +128,21 @@ export interface OrderingResult {
   maxInFlight: number;
 }
 
+export interface TransformResult {
+  kind: 'transform';
+  mode: 'transactional' | 'plain';
+  messages: number;
+  durationMs: number;
+  msgPerSec: number;
+  /** The child's CPU time (all threads) per message, µs. */
+  cpuUsPerMsg: number;
+  /** Transactions committed (transactional mode). */
+  transactions: number | undefined;
+}
+
 export type ChildResult =
   | ({ kind: 'throughput' } & ThroughputResult)
+  | TransformResult
   | RevokeResult
   | JoinResult
   | MemoryResult

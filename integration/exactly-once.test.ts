@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
-import { protocolVariants } from './chaos/protocols';
+import { committedOffsets, waitFor } from './helpers/kafka';
 import {
-  committedOffsets,
-  createTopic,
-  highWatermarks,
-  produce,
-  uniqueName,
-  waitFor,
-} from './helpers/kafka';
-import { progressBeyond, startWorker, verdict } from './eos/scenario';
-import type { EosTopics, EosWorker } from './eos/scenario';
+  EOS_PROTOCOLS,
+  prepareEos,
+  progressBeyond,
+  startWorker,
+  useEosWorkers,
+  verdict,
+} from './eos/scenario';
+import type { EosWorker } from './eos/scenario';
 
 /**
  * Exactly once on the real broker: workers (separate processes) run processTransactional() from a
@@ -25,38 +24,16 @@ const MESSAGES = 6000;
 
 describe('exactly once: processTransactional() on the real broker', function () {
   this.timeout(300_000);
-  let workers: EosWorker[] = [];
-  afterEach(() => {
-    for (const w of workers) if (w.proc.exitCode === null) w.proc.kill('SIGKILL');
-    workers = [];
-  });
+  const workers = useEosWorkers();
 
-  const variants = protocolVariants({
-    sessionTimeoutMs: 6000,
-    heartbeatIntervalMs: 500,
-    maxPollIntervalMs: 30_000,
-  });
-  for (const [protocol, config] of variants) {
+  for (const [protocol, config] of EOS_PROTOCOLS) {
     it(`${protocol}: every input's records exactly once across a join, a SIGKILL + restart and a graceful stop; offsets at the end`, async () => {
-      const topics: EosTopics = {
-        group: uniqueName(`eos-${protocol}`),
-        input: uniqueName(`eos-in-${protocol}`),
-        outA: uniqueName('eos-out-a'),
-        outB: uniqueName('eos-out-b'),
-      };
-      const { group, input } = topics;
-      await createTopic(input, PARTITIONS);
-      await createTopic(topics.outA, OUT_PARTITIONS);
-      await createTopic(topics.outB, OUT_PARTITIONS);
-      await produce(
-        input,
-        Array.from({ length: MESSAGES }, (_, i) => ({
-          key: `k${i}`,
-          value: `${i}`,
-          partition: i % PARTITIONS,
-        })),
+      const { topics, ends } = await prepareEos(
+        `eos-${protocol}`,
+        PARTITIONS,
+        OUT_PARTITIONS,
+        MESSAGES,
       );
-      const ends = await highWatermarks(input, PARTITIONS);
       const start = (name: string): EosWorker =>
         startWorker(topics, name, config as Record<string, unknown>, workers);
       const progress = (n: number, what: string): Promise<void> =>
@@ -77,7 +54,7 @@ describe('exactly once: processTransactional() on the real broker', function () 
       assert.equal(await b.exited, 0, 'graceful stop exits 0');
       await waitFor(
         async () => {
-          const c = await committedOffsets(group, input, PARTITIONS);
+          const c = await committedOffsets(topics.group, topics.input, PARTITIONS);
           return c.every((o, p) => o === ends[p]);
         },
         { timeoutMs: 180_000, what: 'committed offsets at the end of the input', intervalMs: 250 },
@@ -92,7 +69,7 @@ describe('exactly once: processTransactional() on the real broker', function () 
       assert.equal(v.lost, 0, 'no output lost');
       assert.equal(v.duplicated, 0, 'no output duplicated');
       assert.equal(v.readCommitted, v.expected);
-      assert.deepEqual(await committedOffsets(group, input, PARTITIONS), ends);
+      assert.deepEqual(await committedOffsets(topics.group, topics.input, PARTITIONS), ends);
     });
   }
 });

@@ -1,16 +1,15 @@
 import assert from 'node:assert/strict';
 import { seededRandom } from '../helpers/random';
+import { committedOffsets, waitFor } from '../helpers/kafka';
 import {
-  committedOffsets,
-  createTopic,
-  highWatermarks,
-  produce,
-  uniqueName,
-  waitFor,
-} from '../helpers/kafka';
-import { progressBeyond, startWorker, verdict } from '../eos/scenario';
-import type { EosTopics, EosWorker } from '../eos/scenario';
-import { protocolVariants } from './protocols';
+  EOS_PROTOCOLS,
+  prepareEos,
+  progressBeyond,
+  startWorker,
+  useEosWorkers,
+  verdict,
+} from '../eos/scenario';
+import type { EosWorker } from '../eos/scenario';
 import { BASE_SEED } from './seeds';
 
 /**
@@ -29,38 +28,17 @@ const RESTARTS = 8;
 
 describe('exactly-once chaos (real broker)', function () {
   this.timeout(600_000);
-  let workers: EosWorker[] = [];
-  afterEach(() => {
-    for (const w of workers) if (w.proc.exitCode === null) w.proc.kill('SIGKILL');
-    workers = [];
-  });
+  const workers = useEosWorkers();
 
-  const variants = protocolVariants({
-    sessionTimeoutMs: 6000,
-    heartbeatIntervalMs: 500,
-    maxPollIntervalMs: 30_000,
-  });
-  for (const [protocol, config] of variants) {
+  for (const [protocol, config] of EOS_PROTOCOLS) {
     it(`${protocol}: ${RESTARTS} seeded restarts (SIGKILL and SIGTERM) lose and duplicate nothing; offsets at the end (seed ${BASE_SEED})`, async () => {
       const random = seededRandom(BASE_SEED + protocol.length);
-      const topics: EosTopics = {
-        group: uniqueName(`eos-chaos-${protocol}`),
-        input: uniqueName(`eos-chaos-in-${protocol}`),
-        outA: uniqueName('eos-chaos-out-a'),
-        outB: uniqueName('eos-chaos-out-b'),
-      };
-      await createTopic(topics.input, PARTITIONS);
-      await createTopic(topics.outA, OUT_PARTITIONS);
-      await createTopic(topics.outB, OUT_PARTITIONS);
-      await produce(
-        topics.input,
-        Array.from({ length: MESSAGES }, (_, i) => ({
-          key: `k${i}`,
-          value: `${i}`,
-          partition: i % PARTITIONS,
-        })),
+      const { topics, ends } = await prepareEos(
+        `eos-chaos-${protocol}`,
+        PARTITIONS,
+        OUT_PARTITIONS,
+        MESSAGES,
       );
-      const ends = await highWatermarks(topics.input, PARTITIONS);
       const slots: EosWorker[] = [];
       for (let s = 0; s < SLOTS; s++) {
         slots.push(startWorker(topics, `w${s}`, config as Record<string, unknown>, workers));

@@ -9,7 +9,16 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as Kafka from 'node-rdkafka';
-import { BROKERS, committedOffsets, highWatermarks, uniqueName, waitFor } from '../helpers/kafka';
+import {
+  BROKERS,
+  committedOffsets,
+  createTopic,
+  highWatermarks,
+  produce,
+  uniqueName,
+  waitFor,
+} from '../helpers/kafka';
+import { protocolVariants } from '../chaos/protocols';
 
 /** How many records an input gets (1–3): the worker's rule. */
 export const fanOut = (offset: number, partition: number): number =>
@@ -175,4 +184,47 @@ export async function verdict(
     abortedSeen: uncommitted.length - committedRecords.length,
     committedAtEnd: committed.every((o, p) => o === ends[p]),
   };
+}
+
+/** The protocols the exactly-once tests run under (classic ones with a 6 s session). */
+export const EOS_PROTOCOLS = protocolVariants({
+  sessionTimeoutMs: 6000,
+  heartbeatIntervalMs: 500,
+  maxPollIntervalMs: 30_000,
+});
+
+/** Worker processes of the current test, SIGKILLed after it whatever its outcome. */
+export function useEosWorkers(): EosWorker[] {
+  const workers: EosWorker[] = [];
+  afterEach(() => {
+    for (const w of workers.splice(0)) if (w.proc.exitCode === null) w.proc.kill('SIGKILL');
+  });
+  return workers;
+}
+
+/** Fresh input and output topics and a group; the input filled with `messages` records. */
+export async function prepareEos(
+  name: string,
+  partitions: number,
+  outPartitions: number,
+  messages: number,
+): Promise<{ topics: EosTopics; ends: number[] }> {
+  const topics: EosTopics = {
+    group: uniqueName(`${name}-group`),
+    input: uniqueName(`${name}-in`),
+    outA: uniqueName(`${name}-out-a`),
+    outB: uniqueName(`${name}-out-b`),
+  };
+  await createTopic(topics.input, partitions);
+  await createTopic(topics.outA, outPartitions);
+  await createTopic(topics.outB, outPartitions);
+  await produce(
+    topics.input,
+    Array.from({ length: messages }, (_, i) => ({
+      key: `k${i}`,
+      value: `${i}`,
+      partition: i % partitions,
+    })),
+  );
+  return { topics, ends: await highWatermarks(topics.input, partitions) };
 }
