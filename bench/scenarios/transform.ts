@@ -93,6 +93,16 @@ export async function runTransform(
     });
   });
   await done;
+  if (task.mode === 'transactional') {
+    // Outputs are visible (and inputs done) only once their transaction committed: measure to there.
+    const deadline = Date.now() + 60_000;
+    while ((consumer.metrics().transactions?.messages ?? 0) < task.messages) {
+      if (Date.now() > deadline)
+        throw new Error('the last transactions did not commit within 60 s');
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    lastAt = performance.now();
+  }
   const metrics = consumer.metrics();
   await consumer.close();
   if (producer) await new Promise<void>((resolve) => producer?.disconnect(() => resolve()));
