@@ -259,33 +259,25 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       result = one.call(decoded, m);
     } catch (err) {
       partition.handlerEnded();
-      return this.subscribeUnit(
+      return this.retryOne(
         partition,
         subscriber,
-        this.retrying(
-          partition,
-          [m],
-          [decoded],
-          throwError(() => err),
-        ),
         runner,
         m,
+        decoded,
+        throwError(() => err),
       );
     }
     if (isObservable(result)) {
       partition.handlerEnded();
       const observable = result;
-      return this.subscribeUnit(
+      return this.retryOne(
         partition,
         subscriber,
-        this.retrying(
-          partition,
-          [m],
-          [decoded],
-          invoke(() => observable),
-        ),
         runner,
         m,
+        decoded,
+        invoke(() => observable),
       );
     }
     if (!isPromiseLike(result)) {
@@ -324,6 +316,19 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       },
     );
     return unit;
+  }
+
+  /** One message whose first attempt failed or returned an Observable: the retry pipeline. */
+  private retryOne(
+    partition: PartitionControl,
+    subscriber: Subscriber<O>,
+    runner: PartitionRunner<KafkaMessage>,
+    m: KafkaMessage,
+    decoded: DecodedMessage<K, V>,
+    firstAttempt: Observable<unknown>,
+  ): RunningUnit | undefined {
+    const unit$ = this.retrying(partition, [m], [decoded], firstAttempt);
+    return this.subscribeUnit(partition, subscriber, unit$, runner, m);
   }
 
   /**
