@@ -280,6 +280,47 @@ describe('processTransactional()', () => {
     await s.consumer.close();
   });
 
+  {
+    // Not reachable with librdkafka's own rebalance (it waits for the revoke's answer; under
+    // cooperative it refuses to add an assigned partition again with ERR__CONFLICT), but the
+    // engine handles "reassigned by a newer rebalance" for process(), so the transaction must too:
+    // the old stream's records must never be committed with the new stream's offset. (Eager only:
+    // the fake, unlike librdkafka, keeps a cooperative partition's fetch position when it is
+    // added again, so the new stream would start past the aborted work.)
+    it('aborts the open transaction when a draining partition is assigned again (eager): no input lost or written twice', async () => {
+      const s = setup({}, { drainTimeoutMs: 5000 }, { protocol: 'EAGER' });
+      const g = gate();
+      let slow = 0;
+      run(
+        s,
+        async (m: KafkaMessage) => {
+          if (m.offset === 3 && slow++ === 0) await g.promise;
+          return fanOut(m);
+        },
+        { partitionConcurrency: 4, maxMs: 200, maxMessages: 1000 },
+      );
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 6);
+      s.fake().rebalanceAssign([tp(0)]);
+      // 0..2 are in the open transaction (1 + 2 + 3 records), 3 is in flight, 4..5 wait behind it.
+      await until(
+        () => (s.producer().transactions[0]?.records.length ?? 0) === 6,
+        '0..2 in the txn',
+      );
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(() => s.events.some((e) => e.type === 'revoking'), 'revoking');
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => s.producer().aborted.length === 6, 'the open transaction aborted');
+      g.open(); // the old stream's offset 3 resolves now: dropped
+      await until(() => committed(s, 0) === 6, 'the new stream redid 0..5', 5000);
+      s.fake().produce(T, 0, 2);
+      await until(() => committed(s, 0) === 8, 'more work after the late result', 5000);
+      await s.consumer.close();
+      assertExactlyOnce(s, { 0: 8 });
+      assertOffsetsCarryRecords(s);
+    });
+  }
+
   it('stops with a ProducerFencedError when another producer took the transactional.id', async () => {
     const s = setup({
       plan: (op) => (op === 'commit' ? { code: -144, fatal: true } : undefined),

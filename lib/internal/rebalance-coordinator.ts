@@ -245,23 +245,33 @@ export class RebalanceCoordinator {
       }
       throw toKafkaError(err, 'assign failed');
     }
+    // Streams a newer assignment replaced before their revoke committed: nothing more is committed
+    // for them here (an open transaction with their work is aborted: its records must not be
+    // committed with the new stream's offset).
+    const superseded: PartitionControl[] = [];
     if (protocol !== 'COOPERATIVE') {
       // Eager: the assignment replaces the previous one; nothing else is ours any more.
       const incoming = new Set(partitions.map((tp) => tpKey(tp.topic, tp.partition)));
       for (const c of assignments.dropUnless((key) => incoming.has(key))) {
         c.fence('no longer assigned');
+        superseded.push(c);
       }
     }
     this.host.assigned(partitions);
     const controls: PartitionControl[] = [];
     for (const tp of partitions) {
       const key = tpKey(tp.topic, tp.partition);
-      assignments.get(key)?.fence('reassigned in a newer generation');
+      const previous = assignments.get(key);
+      if (previous !== undefined) {
+        previous.fence('reassigned in a newer generation');
+        superseded.push(previous);
+      }
       const control = this.host.newControl(tp, generation);
       control.startAt(starts.get(key), memories.get(key));
       assignments.take(control);
       controls.push(control);
     }
+    if (superseded.length > 0) this.host.committer.lost(superseded);
     this.host.flow.assigned(controls);
     logger.info(
       { generation, protocol, partitions, starts: Object.fromEntries(starts) },

@@ -637,6 +637,9 @@ export class FakeConsumer extends EventEmitter {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
     this.record({ op: 'assign', partitions: partitions.map(key) });
     const before = this.assignment.map(key);
+    // librdkafka's eager assign() replaces the assignment: every partition in it starts again at
+    // the offset given or the committed one, even one that was assigned before the call.
+    this.setAssignment([]);
     this.setAssignment(partitions.map((p) => ({ ...p })));
     this.revokePending = false;
     this.assignmentLost = false;
