@@ -318,6 +318,47 @@ describe('pause and resume by the application', () => {
     await h.consumer.close();
   });
 
+  it('delivers nothing of a paused partition when librdkafka dropped the pause, and all of it once after resume()', async () => {
+    const h = harness({}, { losePauses: 1 });
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.consumer.pause();
+    h.fake().rebalanceAssign([tp(0)]);
+    // The pause of the new assignment is lost: the fake hands out the records all the same, and
+    // the consumer holds them back, pauses again and moves the position back to the first.
+    await until(() => h.fake().isPaused(T, 0), 'paused again');
+    await until(() => h.fake().ops().includes(`seek(${T}[0]@0)`), 'the position moved back');
+    assert.deepEqual(seen, [], 'nothing delivered while paused');
+    assert.equal(committed(h), undefined, 'nothing committed while paused');
+    h.consumer.resume();
+    await until(() => seen.length === 5, 'everything after resume()');
+    await until(() => committed(h) === 5, 'committed to the end');
+    await h.consumer.close();
+    assert.deepEqual(seen, [0, 1, 2, 3, 4], 'each record once, in order');
+  });
+
+  it('holds back what arrives after a pause() librdkafka dropped while running, and goes on from there after resume()', async () => {
+    const h = harness({ consumeBatchSize: 2 }, { losePauses: 1 });
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    h.fake().produce(T, 0, 4);
+    await until(() => seen.length === 4, 'the first records');
+    h.consumer.pause([tp(0)]); // lost
+    h.fake().produce(T, 0, 6);
+    await until(() => h.fake().isPaused(T, 0), 'paused again');
+    await until(() => h.fake().ops().includes(`seek(${T}[0]@4)`), 'the position moved back');
+    assert.deepEqual(seen, [0, 1, 2, 3], 'nothing delivered after pause()');
+    h.consumer.resume([tp(0)]);
+    await until(() => seen.length === 10, 'the rest after resume()');
+    await until(() => committed(h) === 10, 'committed to the end');
+    await h.consumer.close();
+    assert.deepEqual(seen, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 'each record once, in order');
+  });
+
   it('pauses every partition and later assignments with pause(), across rebalances', async () => {
     const h = harness();
     const seen: string[] = [];

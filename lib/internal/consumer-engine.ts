@@ -351,6 +351,7 @@ export class ConsumerEngine implements ProcessorHost {
   private async loop(): Promise<void> {
     while (this.polling) {
       if (this.seeks.waiting) await this.seeks.apply();
+      if (this.flow.rewindsWaiting) await this.flow.applyRewinds();
       const { size, timeoutMs } = this.cadence.next(
         this.rebalance.busy || this.client.awaitingPoll || this.state.kind === 'closing',
       );
@@ -395,6 +396,8 @@ export class ConsumerEngine implements ProcessorHost {
         );
         continue;
       }
+      // A partition the application paused delivers nothing, even if librdkafka dropped the pause.
+      if (this.flow.guarding && !this.flow.admit(control, m.offset)) continue;
       if (control.finishedBefore(m.offset)) {
         // A previous owner finished it (completed-offset memory): count it done, don't redo it.
         control.skipCompleted(m.offset);
@@ -428,7 +431,8 @@ export class ConsumerEngine implements ProcessorHost {
     if (!short && sinceNoted >= 0 && sinceNoted < POSITION_INTERVAL_MS) return;
     // After a seek librdkafka resets the position to invalid until the new position's first
     // record is consumed, so an old, higher position is never taken for the new stream's.
-    const active = this.assignments.controls().filter((c) => c.active);
+    // A stream whose messages flow control held back: librdkafka's position counts them.
+    const active = this.assignments.controls().filter((c) => c.active && !this.flow.rewinding(c));
     if (active.length === 0) return;
     let positions: { topic: string; partition: number; offset?: number }[];
     this.positionsNotedAt = this.lastPollAt;

@@ -29,6 +29,12 @@ export class FlowControl {
   /** Partitions the application paused (kept across rebalances), and whether new ones start paused. */
   private readonly userPaused = new Set<string>();
   private userPausedAll = false;
+  /**
+   * Streams whose messages were held back because the application paused them while librdkafka
+   * still fetched: the first offset held back, where the stream must start again. `sought` once
+   * the fetch position was moved back to it.
+   */
+  private readonly rewinds = new Map<PartitionControl, { offset: number; sought: boolean }>();
   private readonly resumeAtMessages: number;
   private readonly resumeAtBytes: number;
 
@@ -86,7 +92,10 @@ export class FlowControl {
 
   /** Partitions about to be released: lift the library's own pauses. */
   releasing(controls: readonly PartitionControl[]): void {
-    for (const c of controls) if (c.paused) this.setBackpressure(c, false);
+    for (const c of controls) {
+      this.rewinds.delete(c);
+      if (c.paused) this.setBackpressure(c, false);
+    }
   }
 
   /** A seek replaced `old` by `next`: the new stream starts with an empty buffer. */
@@ -139,12 +148,102 @@ export class FlowControl {
     this.logger.info({ partitions: list(ready) }, 'resumed by the application');
   }
 
+  /** Whether a message must pass {@link admit} (some partition is paused or rewinding). */
+  get guarding(): boolean {
+    return this.userPaused.size > 0 || this.rewinds.size > 0;
+  }
+
+  /**
+   * Whether a message of an active stream may be handed to it. librdkafka can drop a pause: its
+   * pause/resume, seek and fetch-start requests carry version barriers taken before they are
+   * queued, and one that loses the race against a newer request of librdkafka's own threads (an
+   * assignment starting its fetcher, say) is dropped as outdated, with no error
+   * (rd_kafka_toppar_op_serve; node-rdkafka ignores the per-partition results). A message of a
+   * partition the application paused is therefore never delivered: it is held back, the pause is
+   * asked again, and the fetch position goes back to the first message held back (by the loop,
+   * between two consume calls: {@link applyRewinds}), so it is fetched again after `resume()`.
+   * Until the stream receives that message again, a later one is held back as well and the
+   * position moved back again (the seek itself could be dropped the same way); librdkafka's
+   * position is not taken for the ledger meanwhile ({@link rewinding}).
+   */
+  admit(control: PartitionControl, offset: number): boolean {
+    const rewind = this.rewinds.get(control);
+    if (this.userPaused.has(control.key)) {
+      if (rewind === undefined || offset < rewind.offset) {
+        const first = rewind === undefined;
+        this.rewinds.set(control, { offset, sought: false });
+        if (first) {
+          this.host
+            .partitionLogger(control)
+            .warn(
+              { offset },
+              'a message arrived from a partition paused by the application (librdkafka dropped the pause): held back, pausing again and fetching it again after resume()',
+            );
+          this.pauseAgain(control);
+        }
+      }
+      return false;
+    }
+    if (rewind === undefined || offset < rewind.offset) return true;
+    if (offset === rewind.offset) {
+      this.rewinds.delete(control);
+      return true;
+    }
+    // Past the first message held back: the position was not moved back (yet). Hold it too.
+    if (rewind.sought) this.rewinds.set(control, { offset: rewind.offset, sought: false });
+    return false;
+  }
+
+  /** Whether librdkafka's position of this stream runs ahead of what it was handed. */
+  rewinding(control: PartitionControl): boolean {
+    return this.rewinds.has(control);
+  }
+
+  /** Whether {@link applyRewinds} has positions to move back. */
+  get rewindsWaiting(): boolean {
+    for (const r of this.rewinds.values()) if (!r.sought) return true;
+    return false;
+  }
+
+  /** Moves fetch positions back to the messages held back; only the consume loop calls it. */
+  async applyRewinds(): Promise<void> {
+    for (const [control, rewind] of [...this.rewinds]) {
+      if (!control.active || !this.host.controllable(control)) {
+        this.rewinds.delete(control);
+        continue;
+      }
+      if (rewind.sought) continue;
+      rewind.sought = true;
+      try {
+        // Timeout 0: the seek is queued before the call returns (see seeks.ts).
+        await this.client.seek(
+          { topic: control.topic, partition: control.partition, offset: rewind.offset },
+          0,
+        );
+      } catch (err) {
+        rewind.sought = false; // asked again before the next consume call
+        this.host
+          .partitionLogger(control)
+          .warn({ err, offset: rewind.offset }, 'moving the position back failed; retrying');
+      }
+    }
+  }
+
   /** Partitions paused by the application (owned now or not). */
   pausedByUser(): TopicPartition[] {
     return [...this.userPaused].map((k) => {
       const [topic = '', partition = '0'] = k.split('\u0000');
       return { topic, partition: Number(partition) };
     });
+  }
+
+  private pauseAgain(control: PartitionControl): void {
+    if (!this.host.controllable(control)) return;
+    try {
+      this.client.raw.pause([{ topic: control.topic, partition: control.partition }]);
+    } catch (err) {
+      this.host.partitionLogger(control).warn({ err }, 'pause failed');
+    }
   }
 
   private setBackpressure(control: PartitionControl, paused: boolean): void {

@@ -76,6 +76,11 @@ export interface FakeOptions {
   connectError?: string;
   /** Makes seek() fail with this message. */
   seekError?: string;
+  /**
+   * How many pause() calls are recorded but not applied, as when librdkafka drops a pause request
+   * whose version barrier lost a race against one of its own threads (an outdated op).
+   */
+  losePauses?: number;
   /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
   connectErrorEvents?: Error[];
   /** Logs and committed offsets shared with other fakes: one group on one broker. */
@@ -155,6 +160,7 @@ export class FakeConsumer extends EventEmitter {
   /** App positions (one past the last delivered offset) of this assignment, for position(). */
   private readonly appPos = new Map<string, number>();
   private readonly paused = new Set<string>();
+  private pausesLost = 0;
   private revokePending = false;
   /** Requests on their way to the broker (commits wait for consume() calls; see OutboxItem). */
   private outbox: OutboxItem[] = [];
@@ -837,6 +843,10 @@ export class FakeConsumer extends EventEmitter {
   pause(tps: { topic: string; partition: number }[]): void {
     if (!this.connected) throw new Error('KafkaConsumer is disconnected');
     this.record({ op: 'pause', partitions: tps.map(key) });
+    if ((this.options.losePauses ?? 0) > this.pausesLost) {
+      this.pausesLost += 1;
+      return;
+    }
     for (const t of tps) this.paused.add(key(t));
   }
 
