@@ -604,16 +604,16 @@ function goalsSection(results: BenchResults): string[] {
   md.push('', '**Why the missed ones are missed, and what was tried** (measured):', '');
   if (missed.throughput) {
     md.push(
-      "- **Throughput against the raw loop** is within this machine's noise of the goals rather than",
-      '  clearly short of them. Rows that run the same configuration differ within one run (this run:',
-      `  ${spreads.join('; ') || 'no equal pair measured'}), and a side run of \`bench/ab.ts\` on`,
-      '  2026-12-01 with the same build as A and B (interleaved, 3 rounds) measured process() at 1.01×',
-      '  and 0.86× of the raw loop at 1 KiB. A `--cpu-prof` of process() against the raw loop puts the',
-      "  library's own JavaScript at ≈ 0.35 µs per message (runner, dispatch, acks, instrumentation)",
-      '  beside ≈ 2.5 µs of the binding\'s conversion in both ("Where the time goes"); what is left to',
-      '  take out of the library is smaller than the spread between runs here. processBatch() also',
-      '  assembles per-partition batches (an array and a timer per batch) and runs its handler once a',
-      '  batch is full or `maxWaitMs` passed.',
+      '- **Throughput against the raw loop.** Rows that run the same configuration differ within one',
+      `  run (this run: ${spreads.join('; ') || 'no equal pair measured'}). An A/A side run of`,
+      '  `bench/ab.ts` on 2026-12-01 (the same build as A and B, interleaved, 5 rounds) spread at 100 B',
+      '  (process() 1.08× / 0.92× of the raw loop) but agreed at 1 KiB: process() 0.87× / 0.88× with',
+      '  CPU 1.15× / 1.17×, processBatch() 0.88× / 0.86×, partitions$ 1.04× / 1.08×. So at 1 KiB',
+      '  process() and processBatch() pay about 1.3 µs of CPU per message that partitions$ does not;',
+      '  the 100 B profile ("Where the time goes") puts all of the library\'s own JavaScript at',
+      "  ≈ 0.35 µs per message beside ≈ 2.5 µs of the binding's conversion, so the 1 KiB cost is",
+      '  not explained yet (a 1 KiB profile is the next step). processBatch() also assembles',
+      '  per-partition batches (an array and a timer per batch).',
     );
   }
   if (missed.peers) {
