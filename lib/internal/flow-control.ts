@@ -25,6 +25,9 @@ export interface FlowControlHost {
   partitionLogger(control: PartitionControl): Logger;
 }
 
+/** How long moving a position back may wait for librdkafka's answer before it is asked again. */
+const REWIND_SEEK_TIMEOUT_MS = 500;
+
 export class FlowControl {
   /** Partitions the application paused (kept across rebalances), and whether new ones start paused. */
   private readonly userPaused = new Set<string>();
@@ -100,6 +103,7 @@ export class FlowControl {
 
   /** A seek replaced `old` by `next`: the new stream starts with an empty buffer. */
   replaced(old: PartitionControl, next: PartitionControl): void {
+    this.rewinds.delete(old);
     if (!old.paused || this.userPaused.has(next.key)) return;
     try {
       this.client.raw.resume([{ topic: next.topic, partition: next.partition }]);
@@ -154,44 +158,52 @@ export class FlowControl {
   }
 
   /**
-   * Whether a message of an active stream may be handed to it. librdkafka can drop a pause: its
+   * Whether a message of an active stream may be handed to it. A message of a partition the
+   * application paused is never delivered, whether it was fetched before the pause applied (a
+   * consume call in flight when `pause()` was called) or librdkafka dropped the pause: its
    * pause/resume, seek and fetch-start requests carry version barriers taken before they are
-   * queued, and one that loses the race against a newer request of librdkafka's own threads (an
-   * assignment starting its fetcher, say) is dropped as outdated, with no error
-   * (rd_kafka_toppar_op_serve; node-rdkafka ignores the per-partition results). A message of a
-   * partition the application paused is therefore never delivered: it is held back, the pause is
-   * asked again, and the fetch position goes back to the first message held back (by the loop,
-   * between two consume calls: {@link applyRewinds}), so it is fetched again after `resume()`.
-   * Until the stream receives that message again, a later one is held back as well and the
-   * position moved back again (the seek itself could be dropped the same way); librdkafka's
-   * position is not taken for the ledger meanwhile ({@link rewinding}).
+   * queued, and one served after a newer request of librdkafka's own threads (an assignment
+   * starting its fetcher, say) is dropped as outdated, and rd_kafka_pause_partitions() reports
+   * success all the same. The message is held back, the pause asked again, and the fetch position
+   * moved back to the first message held back (by the loop, between two consume calls:
+   * {@link applyRewinds}), so it is fetched again after `resume()`. librdkafka's position is not
+   * taken for the ledger meanwhile ({@link rewinding}). Once librdkafka confirmed that seek, the
+   * first message at or after it ends the rewind (the held-back one, or the next one if it no
+   * longer exists: retention, compaction).
    */
   admit(control: PartitionControl, offset: number): boolean {
     const rewind = this.rewinds.get(control);
     if (this.userPaused.has(control.key)) {
       if (rewind === undefined || offset < rewind.offset) {
-        const first = rewind === undefined;
         this.rewinds.set(control, { offset, sought: false });
-        if (first) {
+        if (rewind === undefined) {
           this.host
             .partitionLogger(control)
-            .warn(
+            .debug(
               { offset },
-              'a message arrived from a partition paused by the application (librdkafka dropped the pause): held back, pausing again and fetching it again after resume()',
+              'held back a message of a partition paused by the application; fetching it again after resume()',
             );
-          this.pauseAgain(control);
         }
+        this.pauseAgain(control);
+      } else if (rewind.sought) {
+        // Fetched after the position was moved back, while paused: the pause did not hold.
+        this.host
+          .partitionLogger(control)
+          .warn(
+            { offset, heldFrom: rewind.offset },
+            'a partition paused by the application is still fetched (librdkafka dropped the pause): pausing it again; its messages are held back',
+          );
+        rewind.sought = false;
+        this.pauseAgain(control);
       }
       return false;
     }
     if (rewind === undefined || offset < rewind.offset) return true;
-    if (offset === rewind.offset) {
+    if (offset === rewind.offset || rewind.sought) {
       this.rewinds.delete(control);
       return true;
     }
-    // Past the first message held back: the position was not moved back (yet). Hold it too.
-    if (rewind.sought) this.rewinds.set(control, { offset: rewind.offset, sought: false });
-    return false;
+    return false; // the position is moved back before the next consume call
   }
 
   /** Whether librdkafka's position of this stream runs ahead of what it was handed. */
@@ -199,9 +211,9 @@ export class FlowControl {
     return this.rewinds.has(control);
   }
 
-  /** Whether {@link applyRewinds} has positions to move back. */
+  /** Whether {@link applyRewinds} has positions to move back (or entries of ended streams). */
   get rewindsWaiting(): boolean {
-    for (const r of this.rewinds.values()) if (!r.sought) return true;
+    for (const [control, r] of this.rewinds) if (!r.sought || !control.active) return true;
     return false;
   }
 
@@ -213,15 +225,15 @@ export class FlowControl {
         continue;
       }
       if (rewind.sought) continue;
-      rewind.sought = true;
       try {
-        // Timeout 0: the seek is queued before the call returns (see seeks.ts).
+        // node-rdkafka waits for librdkafka's answer (at least 10 ms): success means the seek was
+        // applied; a timeout may still apply later, so it is asked again (to the same offset).
         await this.client.seek(
           { topic: control.topic, partition: control.partition, offset: rewind.offset },
-          0,
+          REWIND_SEEK_TIMEOUT_MS,
         );
+        rewind.sought = true;
       } catch (err) {
-        rewind.sought = false; // asked again before the next consume call
         this.host
           .partitionLogger(control)
           .warn({ err, offset: rewind.offset }, 'moving the position back failed; retrying');

@@ -416,6 +416,13 @@ export class Transactions implements OffsetCommits {
       this.txn = txn;
       return NOTHING;
     }
+    if ([...txn.touched.keys()].some((c) => this.poisoned.has(c))) {
+      // A stream with work in it was lost or replaced while another commit or abort was in flight
+      // (lost() could not abort then): its records must not be committed with any offset.
+      const reason = 'a partition with work in the open transaction was lost or replaced';
+      await this.track(this.abort(txn, reason, deadline));
+      return { committed: new Set(), failure: reason, lost: false };
+    }
     this.state = { kind: 'committing' };
     let outcome: CommitOutcome = NOTHING;
     const run = async (): Promise<void> => {
