@@ -17,8 +17,9 @@ import type {
   TransactionalHandler,
   TransactionalOptions,
 } from './transactional-options';
-import { MessageProcessor, singleMode } from './internal/processor';
-import type { ProcessingMode } from './internal/processor';
+import { MessageProcessor } from './internal/processor';
+import { singleMode } from './internal/processing-mode';
+import type { ProcessingMode } from './internal/processing-mode';
 import { BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
 import type { ResolvedProcessOptions } from './process-options';
 import { ConsumerObservability, attachObservability } from './internal/observability';

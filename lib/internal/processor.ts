@@ -10,123 +10,36 @@ import {
   catchError,
   concat,
   defer,
-  filter,
-  from,
   isObservable,
   map,
   mergeMap,
-  of,
   retry,
   throwError,
 } from 'rxjs';
 import type { Subscriber, Subscription } from 'rxjs';
 import type { Logger } from 'pino';
-import { DeadLetterError, DeserializationError, HandlerError } from '../errors';
-import type { KafkaCoordinates } from '../errors';
+import { HandlerError } from '../errors';
+import type { DeserializationError } from '../errors';
 import type { ResolvedProcessOptions } from '../process-options';
-import { backoffDelay } from '../process-options';
-import type {
-  ConsumerEvent,
-  DecodedMessage,
-  KafkaMessage,
-  MessageHandler,
-  Processed,
-  ProcessedStatus,
-} from '../types';
-import type { DeadLetterReason, DeadLetterWriter } from './dead-letter';
+import type { DecodedMessage, KafkaMessage, MessageHandler, Processed } from '../types';
+import { BatchSink } from './batch-sink';
+import type { DeadLetterWriter } from './dead-letter';
+import { coordinatesOf, decodeMessage, describe, isPromiseLike } from './decoding';
 import type { FairLimiter } from './fair-limiter';
+import { FailurePolicy } from './failure-policy';
+import type { ProcessorHost } from './failure-policy';
+import type { ProcessingMode } from './processing-mode';
 import { PartitionRunner } from './partition-runner';
 import type { KeyOrdering, RunningUnit } from './partition-runner';
-import type { PartitionControl, PartitionSink } from './partition-control';
+import type { PartitionControl } from './partition-control';
 
-/** What the processor needs from the engine. */
-export interface ProcessorHost {
-  failWith(err: Error): void;
-  publish(event: ConsumerEvent): void;
-  readonly counters: FailureCounters;
-}
-
-/** Failure-policy outcomes, counted since the consumer started. */
-export interface FailureCounters {
-  retries: number;
-  skipped: number;
-  deadLettered: number;
-  failed: number;
-}
-
-const coordinatesOf = (m: KafkaMessage): KafkaCoordinates => ({
-  topic: m.topic,
-  partition: m.partition,
-  offset: m.offset,
-});
+export type { FailureCounters, ProcessorHost } from './failure-policy';
 
 /** Messages without a key are ordered among themselves, as one key. */
 const NO_KEY = Symbol('no key');
 /** The ordering key of a message: its key bytes (binary-safe), or {@link NO_KEY}. */
 const orderingKey = (m: KafkaMessage): unknown =>
   m.key === null ? NO_KEY : m.key.toString('latin1');
-
-const describe = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-
-/** How a processor hands work to the user and reports it: one message at a time, or batches. */
-export interface ProcessingMode<R, K, V, O> {
-  /** Per-partition batching; absent for one message at a time. */
-  readonly batch?: { readonly maxSize: number; readonly maxWaitMs: number };
-  /** Calls the user's handler for a unit (one message, or one batch) of decoded messages. */
-  call(messages: DecodedMessage<K, V>[], raw: KafkaMessage[]): ReturnType<MessageHandler<R>>;
-  /**
-   * Counts finished messages as done (`result` undefined for skipped ones). Absent: acked in
-   * their partition's ledger at once; `processTransactional()` acks them only once their records
-   * are in the open transaction.
-   */
-  settle?(partition: PartitionControl, messages: KafkaMessage[], result: R | undefined): void;
-  /** What the pipeline emits for a finished unit. */
-  output(
-    messages: KafkaMessage[],
-    status: ProcessedStatus,
-    attempts: number,
-    result: R | undefined,
-    error?: unknown,
-  ): O;
-  /** The same two for one message, without arrays (single-message modes). */
-  readonly one?: {
-    call(message: DecodedMessage<K, V>, raw: KafkaMessage): ReturnType<MessageHandler<R>>;
-    output(
-      message: KafkaMessage,
-      status: ProcessedStatus,
-      attempts: number,
-      result: R | undefined,
-    ): O;
-  };
-}
-
-/** The single-message mode of `process()`. */
-export function singleMode<R, K, V>(
-  handler: MessageHandler<R, K, V>,
-): ProcessingMode<R, K, V, Processed<R>> {
-  const output = (
-    message: KafkaMessage,
-    status: ProcessedStatus,
-    attempts: number,
-    result: R | undefined,
-  ): Processed<R> => ({
-    topic: message.topic,
-    partition: message.partition,
-    offset: message.offset,
-    generation: message.generation,
-    status,
-    attempts,
-    result,
-  });
-  return {
-    call: (messages) => handler(messages[0] as DecodedMessage<K, V>),
-    output: (messages, status, attempts, result, error) => {
-      const out = output(messages[0] as KafkaMessage, status, attempts, result);
-      return error === undefined ? out : { ...out, error };
-    },
-    one: { call: (message) => handler(message), output },
-  };
-}
 
 export class MessageProcessor<R, K, V, O = Processed<R>> {
   constructor(
@@ -135,8 +48,16 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     private readonly host: ProcessorHost,
     private readonly logger: Logger,
     private readonly deadLetter: DeadLetterWriter | undefined,
-    private readonly random: () => number = Math.random,
-  ) {}
+    random: () => number = Math.random,
+  ) {
+    this.failures = new FailurePolicy(options, host, logger, deadLetter, random, {
+      settle: (partition, messages, result) => this.settle(partition, messages, result),
+      output: (messages, status, attempts, result, error) =>
+        mode.output(messages, status, attempts, result, error),
+    });
+  }
+
+  private readonly failures: FailurePolicy<R, O>;
 
   /** Counts finished messages as done: the mode's rule, or an ack in the ledger. */
   private settle(
@@ -235,7 +156,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
   ): RunningUnit | undefined {
     let decoded: DecodedMessage<K, V>;
     try {
-      const attempt = this.decode(m);
+      const attempt = decodeMessage<K, V>(m, this.options);
       if (isPromiseLike(attempt)) {
         // An async deserializer: the unit waits for it (its failure is a DeserializationError,
         // never retried), then runs as any other.
@@ -248,7 +169,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       return this.subscribeUnit(
         partition,
         subscriber,
-        this.fail(partition, [m], err as DeserializationError, 0),
+        this.failures.fail(partition, [m], err as DeserializationError, 0),
         runner,
         m,
       );
@@ -373,7 +294,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       decoding ??
       messages.map((m) => {
         try {
-          return this.decode(m);
+          return decodeMessage<K, V>(m, this.options);
         } catch (err) {
           return err as DeserializationError;
         }
@@ -407,7 +328,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         good.push(m);
       } else {
         // A payload that cannot be decoded fails the same way every time: never retried.
-        undecodable.push(this.fail(partition, [m], attempt as DeserializationError, 0));
+        undecodable.push(this.failures.fail(partition, [m], attempt as DeserializationError, 0));
         if (this.options.onFailure === 'stop') return concat(...undecodable);
       }
     }
@@ -491,7 +412,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       retry({
         count: this.options.retry.count,
         delay: (err: unknown, retryCount: number) =>
-          this.retryDelay(first, err, retryCount, () => (abandoned = true)),
+          this.failures.retryDelay(first, err, retryCount, () => (abandoned = true)),
       }),
       map((result: unknown): O => {
         this.settle(partition, good, result as R | undefined);
@@ -514,211 +435,9 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           coordinatesOf(first),
           { cause: err, attempts },
         );
-        return this.fail(partition, good, error, attempts);
+        return this.failures.fail(partition, good, error, attempts);
       }),
     );
-  }
-
-  /**
-   * Decodes key and value. Synchronous deserializers give the message at once; an async one (a
-   * schema-registry lookup) gives a Promise. Either way a failure is a DeserializationError.
-   */
-  private decode(message: KafkaMessage): DecodedMessage<K, V> | Promise<DecodedMessage<K, V>> {
-    const { key: keyOf, value: valueOf } = this.options;
-    if (keyOf === undefined && valueOf === undefined) {
-      return message as unknown as DecodedMessage<K, V>;
-    }
-    const failed = (part: 'key' | 'value', err: unknown): DeserializationError =>
-      new DeserializationError(
-        `Could not decode the ${part} of ${message.topic}[${message.partition}]@${message.offset}: ${describe(err)}`,
-        coordinatesOf(message),
-        part,
-        { cause: err },
-      );
-    const run = (part: 'key' | 'value', fn: typeof keyOf, data: Buffer | null): unknown => {
-      if (fn === undefined) return data;
-      let out: unknown;
-      try {
-        out = fn(data, message);
-      } catch (err) {
-        throw failed(part, err);
-      }
-      return isPromiseLike(out)
-        ? Promise.resolve(out).catch((err: unknown) => {
-            throw failed(part, err);
-          })
-        : out;
-    };
-    const key = run('key', keyOf, message.key);
-    const value = run('value', valueOf, message.value);
-    if (!isPromiseLike(key) && !isPromiseLike(value)) {
-      return { ...message, key: key as K, value: value as V };
-    }
-    const decoded = Promise.all([key, value]).then(([k, v]) => ({
-      ...message,
-      key: k as K,
-      value: v as V,
-    }));
-    // Its failure is handled where the unit runs; a unit dropped before it runs (a revoke) must
-    // not leave an unhandled rejection behind.
-    decoded.catch(() => undefined);
-    return decoded;
-  }
-
-  /**
-   * The wait before retry `n`. A revoke or a close does not cut it short: the message is still
-   * this member's work until its partition is released, so it keeps retrying within the drain
-   * deadline (abandoning it would make the next owner redo what finished above it). The retry is
-   * abandoned only when the message's signal aborts: the partition was lost, its drain deadline
-   * passed, or a seek replaced its stream.
-   */
-  private retryDelay(
-    message: KafkaMessage,
-    err: unknown,
-    n: number,
-    abandon: () => void,
-  ): Observable<unknown> {
-    if (message.signal.aborted) {
-      abandon();
-      return new Observable((subscriber) => subscriber.error(err));
-    }
-    const delayMs = backoffDelay(this.options.retry, n, this.random);
-    this.host.counters.retries += 1;
-    this.logger.warn(
-      { ...coordinatesOf(message), attempt: n, retryInMs: delayMs, err },
-      'handler failed; retrying',
-    );
-    this.host.publish({
-      type: 'handler-retry',
-      ...coordinatesOf(message),
-      offset: message.offset,
-      attempt: n,
-      delayMs,
-      error: err,
-      at: Date.now(),
-    });
-    return new Observable((subscriber) => {
-      const signal = message.signal;
-      const onAbort = (): void => {
-        abandon();
-        subscriber.error(err);
-      };
-      const timer = setTimeout(() => {
-        subscriber.next(0);
-        subscriber.complete();
-      }, delayMs);
-      signal.addEventListener('abort', onAbort, { once: true });
-      return () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
-      };
-    });
-  }
-
-  /** Applies the failure policy to messages (one, or a batch) that failed for good. */
-  private fail(
-    partition: PartitionControl,
-    messages: KafkaMessage[],
-    error: HandlerError | DeserializationError,
-    attempts: number,
-  ): Observable<O> {
-    const first = messages[0] as KafkaMessage;
-    const coordinates = coordinatesOf(first);
-    if (first.signal.aborted) {
-      // The partition was lost or its deadline passed: this result no longer counts anyway.
-      this.logger.warn(
-        { err: error, ...coordinates },
-        'handler failed after its partition was released',
-      );
-      return EMPTY;
-    }
-    const cause = error instanceof HandlerError ? error.cause : error;
-    switch (this.options.onFailure) {
-      case 'skip': {
-        for (const m of messages) {
-          this.host.counters.skipped += 1;
-          this.logger.error(
-            { err: error, ...coordinatesOf(m), attempts, skipped: this.host.counters.skipped },
-            'message failed for good and is skipped (onFailure: skip): its offset is committed without it being processed',
-          );
-          this.host.publish({
-            type: 'message-skipped',
-            ...coordinatesOf(m),
-            offset: m.offset,
-            attempts,
-            error: cause,
-            at: Date.now(),
-          });
-          this.settle(partition, [m], undefined);
-        }
-        return of(this.mode.output(messages, 'skipped', attempts, undefined, cause));
-      }
-      case 'dead-letter': {
-        const writer = this.deadLetter;
-        if (writer === undefined) throw new Error('dead-letter policy without a writer');
-        const reason: DeadLetterReason = {
-          error: cause,
-          attempts,
-          stage: error instanceof DeserializationError ? error.part : 'handler',
-        };
-        return from(Promise.all(messages.map((m) => writer.send(m, reason)))).pipe(
-          filter(() => !first.signal.aborted), // released meanwhile: the next owner redoes it
-          map(() => {
-            for (const m of messages) {
-              this.host.counters.deadLettered += 1;
-              this.logger.warn(
-                { err: error, ...coordinatesOf(m), attempts, deadLetterTopic: writer.topic },
-                'message failed for good and was written to the dead-letter topic',
-              );
-              this.host.publish({
-                type: 'dead-lettered',
-                ...coordinatesOf(m),
-                offset: m.offset,
-                attempts,
-                error: cause,
-                deadLetterTopic: writer.topic,
-                at: Date.now(),
-              });
-              partition.ack(m);
-            }
-            return this.mode.output(messages, 'dead-lettered', attempts, undefined, cause);
-          }),
-          catchError((writeErr: unknown) => {
-            if (first.signal.aborted) return EMPTY;
-            // Never skip a message that did not reach the dead-letter topic: stop instead.
-            const e = new DeadLetterError(
-              `Could not write ${first.topic}[${first.partition}]@${first.offset} to the dead-letter topic ${writer.topic}: ${describe(writeErr)}; stopping so that it is not lost`,
-              coordinates,
-              writer.topic,
-              error,
-              { cause: writeErr, retriable: true },
-            );
-            this.stop(first, e, attempts);
-            return EMPTY;
-          }),
-        );
-      }
-      default:
-        this.stop(first, error, attempts);
-        return EMPTY;
-    }
-  }
-
-  private stop(message: KafkaMessage, error: Error, attempts: number): void {
-    this.host.counters.failed += 1;
-    this.logger.error(
-      { err: error, ...coordinatesOf(message), attempts },
-      'message failed for good: committing what is contiguous before it and closing (onFailure: stop)',
-    );
-    this.host.publish({
-      type: 'message-failed',
-      ...coordinatesOf(message),
-      offset: message.offset,
-      attempts,
-      error,
-      at: Date.now(),
-    });
-    this.host.failWith(error);
   }
 }
 
@@ -748,11 +467,6 @@ const KEY_ORDERING: KeyOrdering<KafkaMessage> = {
   keyOf: orderingKey,
   positionOf: (m) => m.offset,
 };
-
-const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
-  value !== null &&
-  typeof value === 'object' &&
-  typeof (value as PromiseLike<unknown>).then === 'function';
 
 /** Runs a handler call and emits its result once when it succeeds (last value for an Observable). */
 function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | undefined> {
@@ -789,46 +503,4 @@ function invoke<R>(call: () => ReturnType<MessageHandler<R>>): Observable<R | un
     subscriber.complete();
     return undefined;
   });
-}
-
-/**
- * Hands a partition's messages to its runner in arrays of at most `maxSize`, each handed over when
- * full or `maxWaitMs` after its first message. A partial array when the partition's stream
- * completes is dropped: its messages were never started (on a revoke, the next owner gets them).
- */
-export class BatchSink implements PartitionSink {
-  private buffer: KafkaMessage[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private readonly flush = (): void => {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.buffer.length === 0) return;
-    const out = this.buffer;
-    this.buffer = [];
-    this.runner.push(out);
-  };
-
-  constructor(
-    private readonly runner: Pick<PartitionRunner<KafkaMessage[]>, 'push' | 'sourceComplete'>,
-    private readonly maxSize: number,
-    private readonly maxWaitMs: number,
-  ) {}
-
-  next(message: KafkaMessage): void {
-    this.buffer.push(message);
-    if (this.buffer.length >= this.maxSize) this.flush();
-    else this.timer ??= setTimeout(this.flush, this.maxWaitMs);
-  }
-
-  complete(): void {
-    this.dispose();
-    this.runner.sourceComplete();
-  }
-
-  /** Drops what is gathered and stops the timer. */
-  dispose(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.buffer = [];
-  }
 }
