@@ -35,6 +35,8 @@ import type { FailureCounters, ProcessorHost } from './processor';
 import { RebalanceCoordinator } from './rebalance-coordinator';
 import type { Stage } from './rebalance-coordinator';
 import { Seeks } from './seeks';
+import { leaveGroup, settleCommits } from './leave-group';
+import type { LeavingHost } from './leave-group';
 import { KafkaCompletedStore } from './completed-store';
 import type { CompletedStore } from './completed-store';
 import { connectionSettings } from '../config';
@@ -608,8 +610,18 @@ export class ConsumerEngine implements ProcessorHost {
       closing.deadline - Math.min(2000, Math.floor((closing.deadline - startedAt) / 10));
     const deadline = (): number => closing.deadline;
     this.logger.info({ partitions: this.assignments.size }, 'closing');
-    await this.leaveGroup(closing, releaseBy);
-    await this.settleCommits(closing, deadline);
+    const leaving: LeavingHost = {
+      rebalance: this.rebalance,
+      assignments: this.assignments,
+      committer: this.committer,
+      client: this.client,
+      conditions: this.conditions,
+      logger: this.logger,
+      settings: this.settings,
+      staticInstanceId: this.staticInstanceId,
+    };
+    await leaveGroup(leaving, closing, releaseBy);
+    await settleCommits(leaving, closing, deadline);
     closing.stage = 'disconnecting';
     await closing.loop;
     this.seeks.rejectAll();
@@ -626,119 +638,6 @@ export class ConsumerEngine implements ProcessorHost {
     this.finish();
   }
 
-  /**
-   * Releases every partition through the revoke protocol, then leaves the group — never before a
-   * revoke in flight has drained, committed (confirmed) and unassigned: a member that leaves first
-   * has its final commits refused (UNKNOWN_MEMBER_ID under KIP-848) and the next owners redo that
-   * work. The consume loop keeps polling meanwhile.
-   */
-  private async leaveGroup(
-    closing: EngineState & { kind: 'closing' },
-    releaseBy: () => number,
-  ): Promise<void> {
-    // An assignment still waiting for its start offsets is answered now (then revoked below).
-    this.rebalance.answerPending('the consumer is closing');
-    // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
-    for (const c of this.assignments.values()) c.end();
-    if (this.rebalance.revokesInFlight > 0) {
-      this.logger.info(
-        { revokes: this.rebalance.revokesInFlight },
-        'closing: waiting for the revoke in flight to finish before leaving the group',
-      );
-      const settled = await this.untilBeforeClose(
-        closing,
-        () => this.rebalance.revokesInFlight === 0,
-        releaseBy,
-      );
-      if (!settled) {
-        this.logger.warn(
-          'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
-        );
-      }
-      // An assignment that arrived meanwhile ended at once (closing); answer a pending one now.
-      this.rebalance.answerPending('the consumer is closing');
-    }
-    const active = this.assignments.controls().filter((c) => c.state === 'ending' || c.active);
-    if (this.staticInstanceId !== undefined && this.settings.groupProtocol === 'classic') {
-      // librdkafka sends a LeaveGroup on unsubscribe() even for a static member (it skips it only
-      // inside its own close), and the group would rebalance. Revoke locally instead, through
-      // the same protocol (drain → commit → unassign); disconnect() then ends the session without
-      // leaving, and the broker keeps the assignment for a restart within session.timeout.ms.
-      this.logger.info(
-        { groupInstanceId: this.staticInstanceId, partitions: list(active) },
-        'static member closing: releasing the partitions locally without leaving the group',
-      );
-      if (active.length > 0) this.rebalance.onRevoke(list(active));
-    } else {
-      try {
-        this.client.raw.unsubscribe();
-      } catch (err) {
-        this.logger.warn({ err }, 'unsubscribe failed');
-      }
-    }
-    // Keep polling until librdkafka has nothing assigned and no rebalance is being handled
-    // (a pending assign is answered, then revoked), so its close never waits on us.
-    const released = await this.untilBeforeClose(
-      closing,
-      () =>
-        this.assignments.size === 0 &&
-        !this.rebalance.busy &&
-        this.assignmentEmpty() &&
-        this.assignments.retiredDrained,
-      releaseBy,
-      50,
-    );
-    if (!released) {
-      this.logger.warn(
-        { partitions: list(this.assignments.controls()) },
-        'close deadline passed before every partition was released; unfinished work may be processed again (duplicates)',
-      );
-    }
-  }
-
-  /**
-   * A periodic commit in flight, or one librdkafka has not answered yet (one that timed out here),
-   * could still be applied after this member is gone and move the group's offset back: keep
-   * polling, within the deadline, until every commit is answered.
-   */
-  private async settleCommits(
-    closing: EngineState & { kind: 'closing' },
-    deadline: () => number,
-  ): Promise<void> {
-    if (this.committer.periodicInFlight)
-      await this.untilBeforeClose(closing, () => !this.committer.periodicInFlight, deadline);
-    if (this.client.unansweredCount === 0) return;
-    const answered = await this.untilBeforeClose(
-      closing,
-      () => this.client.unansweredCount === 0,
-      deadline,
-    );
-    if (!answered) {
-      this.logger.warn(
-        { unanswered: this.client.unansweredCount },
-        'closing with commits librdkafka has not answered: if the broker applies one later it may move the group offset back (the next owner would redo work: duplicates)',
-      );
-    }
-  }
-
-  /**
-   * Waits for `condition` until `by()` — a time derived from the close deadline, which a later
-   * close() may bring forward (then the wait starts over with the new time).
-   */
-  private async untilBeforeClose(
-    closing: EngineState & { kind: 'closing' },
-    condition: () => boolean,
-    by: () => number,
-    pollMs?: number,
-  ): Promise<boolean> {
-    for (;;) {
-      const seen = closing.deadline;
-      await this.conditions.until(() => condition() || closing.deadline !== seen, by(), pollMs);
-      if (condition()) return true;
-      if (closing.deadline === seen) return false;
-    }
-  }
-
   /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
   private revokeDeadlineWhileClosing(): number {
     const s = this.state;
@@ -746,14 +645,6 @@ export class ConsumerEngine implements ProcessorHost {
     // Leave time to unsubscribe, leave the group and disconnect after the revoke.
     const total = s.deadline - s.since;
     return s.deadline - Math.min(2500, Math.floor(total / 5));
-  }
-
-  private assignmentEmpty(): boolean {
-    try {
-      return this.client.raw.assignments().length === 0;
-    } catch {
-      return true;
-    }
   }
 
   private finish(): void {
