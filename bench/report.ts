@@ -609,11 +609,13 @@ function goalsSection(results: BenchResults): string[] {
       '  `bench/ab.ts` on 2026-12-01 (the same build as A and B, interleaved, 5 rounds) spread at 100 B',
       '  (process() 1.08× / 0.92× of the raw loop) but agreed at 1 KiB: process() 0.87× / 0.88× with',
       '  CPU 1.15× / 1.17×, processBatch() 0.88× / 0.86×, partitions$ 1.04× / 1.08×. So at 1 KiB',
-      '  process() and processBatch() pay about 1.3 µs of CPU per message that partitions$ does not;',
-      '  the 100 B profile ("Where the time goes") puts all of the library\'s own JavaScript at',
-      "  ≈ 0.35 µs per message beside ≈ 2.5 µs of the binding's conversion, so the 1 KiB cost is",
-      '  not explained yet (a 1 KiB profile is the next step). processBatch() also assembles',
-      '  per-partition batches (an array and a timer per batch).',
+      '  process() and processBatch() pay about 1.3 µs of CPU per message that partitions$ does not.',
+      '  A `--cpu-prof` at 1 KiB (2 runs of 250,000 messages per contender, main thread) finds little',
+      "  of it in the library's JavaScript: 0.7–1.0 µs per message with process() against 0.6 with",
+      '  partitions$ (dispatch ≈ 0.12 µs, the handler path and its instrumentation most of the rest);',
+      "  the rest of the difference is CPU outside the main thread's JavaScript (the consume worker",
+      "  and librdkafka's threads), not found yet. processBatch() also assembles per-partition",
+      '  batches (an array and a timer per batch).',
     );
   }
   if (missed.peers) {
