@@ -359,6 +359,41 @@ describe('pause and resume by the application', () => {
     assert.deepEqual(seen, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 'each record once, in order');
   });
 
+  it('pauses again when records keep coming after the position was moved back (a second pause dropped)', async () => {
+    const h = harness({ consumeBatchSize: 2 }, { losePauses: 2 });
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.consumer.pause();
+    h.fake().rebalanceAssign([tp(0)]);
+    // The assignment's pause and the first pause asked again are both lost: records keep coming
+    // after the seek back, so the consumer pauses a third time (that one holds).
+    await until(
+      () =>
+        h
+          .fake()
+          .ops()
+          .filter((o) => o === `pause(${T}[0])`).length >= 3,
+      'paused a third time',
+    );
+    await until(() => h.fake().isPaused(T, 0), 'paused at last');
+    await until(
+      () =>
+        h
+          .fake()
+          .ops()
+          .filter((o) => o === `seek(${T}[0]@0)`).length >= 2,
+      'the position moved back again',
+    );
+    assert.deepEqual(seen, [], 'nothing delivered while paused');
+    h.consumer.resume();
+    await until(() => seen.length === 6, 'everything after resume()');
+    await until(() => committed(h) === 6, 'committed to the end');
+    await h.consumer.close();
+    assert.deepEqual(seen, [0, 1, 2, 3, 4, 5], 'each record once, in order');
+  });
+
   it('goes on after resume() when the first record held back no longer exists (deleted while paused)', async () => {
     const h = harness({}, { losePauses: 1 });
     const seen: number[] = [];
