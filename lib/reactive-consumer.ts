@@ -1,4 +1,4 @@
-import { Observable, defer, isObservable, map, mergeMap, toArray } from 'rxjs';
+import { Observable, defer, mergeMap } from 'rxjs';
 import type { Logger } from 'pino';
 import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
@@ -11,6 +11,7 @@ import { FairLimiter } from './internal/fair-limiter';
 import { TransactionalProducer } from './internal/transactional-producer';
 import type { TransactionalProducerFactory } from './internal/transactional-producer';
 import { Transactions } from './internal/transactions';
+import { recordsOf } from './internal/output-records';
 import { resolveTransactionalOptions } from './transactional-options';
 import type {
   OutputRecord,
@@ -536,68 +537,4 @@ export class ReactiveConsumer {
       );
     }
   }
-}
-
-const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
-  value !== null &&
-  typeof value === 'object' &&
-  typeof (value as PromiseLike<unknown>).then === 'function';
-
-/** Checks what a transactional handler returned: an array of records (a throw fails the message). */
-function checkRecords(value: unknown): readonly OutputRecord[] {
-  if (!Array.isArray(value)) {
-    throw new TypeError(
-      `processTransactional(): the handler must return an array of records { topic, value, key?, headers?, partition? }, got ${typeof value}`,
-    );
-  }
-  for (const r of value as unknown[]) {
-    const rec = r as Partial<OutputRecord> | null;
-    if (
-      typeof rec !== 'object' ||
-      rec === null ||
-      typeof rec.topic !== 'string' ||
-      rec.topic === '' ||
-      !(rec.value === null || typeof rec.value === 'string' || Buffer.isBuffer(rec.value)) ||
-      (rec.partition !== undefined && (!Number.isInteger(rec.partition) || rec.partition < 0)) ||
-      !(
-        rec.key === undefined ||
-        rec.key === null ||
-        typeof rec.key === 'string' ||
-        Buffer.isBuffer(rec.key)
-      ) ||
-      !(
-        rec.headers === undefined ||
-        (Array.isArray(rec.headers) &&
-          (rec.headers as unknown[]).every(
-            (h) =>
-              Array.isArray(h) &&
-              h.length === 2 &&
-              typeof h[0] === 'string' &&
-              (typeof h[1] === 'string' || Buffer.isBuffer(h[1])),
-          ))
-      )
-    ) {
-      throw new TypeError(
-        'processTransactional(): each record needs a `topic` (string) and a `value` (Buffer, string or null); `key`, when set, a Buffer, string or null; `headers`, when set, `[name, Buffer | string]` pairs; `partition`, when set, an integer ≥ 0',
-      );
-    }
-  }
-  return value as readonly OutputRecord[];
-}
-
-/** A transactional handler's result as the processor runs it: a checked array of records. */
-function recordsOf(
-  result: ReturnType<TransactionalHandler<never, never>>,
-):
-  readonly OutputRecord[] | Promise<readonly OutputRecord[]> | Observable<readonly OutputRecord[]> {
-  if (isObservable(result)) {
-    return result.pipe(
-      toArray(),
-      map((parts) =>
-        checkRecords(parts.flatMap((p) => (Array.isArray(p) ? p : [p]) as OutputRecord[])),
-      ),
-    );
-  }
-  if (isPromiseLike(result)) return Promise.resolve(result).then(checkRecords);
-  return checkRecords(result);
 }
