@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import { ErrorCode, NotAssignedError, StartPositionError } from '../lib';
-import type { AssignedPartition, KafkaMessage, StartPosition } from '../lib';
+import type {
+  AssignedPartition,
+  KafkaMessage,
+  ReactiveConsumerOptions,
+  StartPosition,
+} from '../lib';
 import { T, committed, harness, tp, until } from './helpers/harness';
+import type { Harness } from './helpers/harness';
 
 describe('start positions (onAssign hook)', () => {
   let subs: Subscription[] = [];
@@ -318,18 +324,39 @@ describe('pause and resume by the application', () => {
     await h.consumer.close();
   });
 
-  it('delivers nothing of a paused partition when librdkafka dropped the pause, and all of it once after resume()', async () => {
-    const h = harness({}, { losePauses: 1 });
+  /** A consumer whose first `lost` pause() calls librdkafka drops; `seen` lists what it processed. */
+  async function droppingPauses(lost: number, options: Partial<ReactiveConsumerOptions> = {}) {
+    const h = harness(options, { losePauses: lost });
     const seen: number[] = [];
     subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
     await until(() => h.fake().isConnected(), 'connect');
+    return { h, seen };
+  }
+
+  /** Waits until partition 0's fetch position was moved back to `offset` (at least `times` times). */
+  const movedBack = (h: Harness, offset: number, times = 1): Promise<void> =>
+    until(
+      () => calls(h, `seek(${T}[0]@${offset})`) >= times,
+      `the position moved back to ${offset}`,
+    );
+
+  /** How many times the fake saw exactly this call. */
+  function calls(h: Harness, op: string): number {
+    return h
+      .fake()
+      .ops()
+      .filter((o) => o === op).length;
+  }
+
+  it('delivers nothing of a paused partition when librdkafka dropped the pause, and all of it once after resume()', async () => {
+    const { h, seen } = await droppingPauses(1);
     h.fake().produce(T, 0, 5);
     h.consumer.pause();
     h.fake().rebalanceAssign([tp(0)]);
     // The pause of the new assignment is lost: the fake hands out the records all the same, and
     // the consumer holds them back, pauses again and moves the position back to the first.
     await until(() => h.fake().isPaused(T, 0), 'paused again');
-    await until(() => h.fake().ops().includes(`seek(${T}[0]@0)`), 'the position moved back');
+    await movedBack(h, 0);
     assert.deepEqual(seen, [], 'nothing delivered while paused');
     assert.equal(committed(h), undefined, 'nothing committed while paused');
     h.consumer.resume();
@@ -340,17 +367,14 @@ describe('pause and resume by the application', () => {
   });
 
   it('holds back what arrives after a pause() librdkafka dropped while running, and goes on from there after resume()', async () => {
-    const h = harness({ consumeBatchSize: 2 }, { losePauses: 1 });
-    const seen: number[] = [];
-    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
-    await until(() => h.fake().isConnected(), 'connect');
+    const { h, seen } = await droppingPauses(1, { consumeBatchSize: 2 });
     h.fake().rebalanceAssign([tp(0)]);
     h.fake().produce(T, 0, 4);
     await until(() => seen.length === 4, 'the first records');
     h.consumer.pause([tp(0)]); // lost
     h.fake().produce(T, 0, 6);
     await until(() => h.fake().isPaused(T, 0), 'paused again');
-    await until(() => h.fake().ops().includes(`seek(${T}[0]@4)`), 'the position moved back');
+    await movedBack(h, 4);
     assert.deepEqual(seen, [0, 1, 2, 3], 'nothing delivered after pause()');
     h.consumer.resume([tp(0)]);
     await until(() => seen.length === 10, 'the rest after resume()');
@@ -360,32 +384,15 @@ describe('pause and resume by the application', () => {
   });
 
   it('pauses again when records keep coming after the position was moved back (a second pause dropped)', async () => {
-    const h = harness({ consumeBatchSize: 2 }, { losePauses: 2 });
-    const seen: number[] = [];
-    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
-    await until(() => h.fake().isConnected(), 'connect');
+    const { h, seen } = await droppingPauses(2, { consumeBatchSize: 2 });
     h.fake().produce(T, 0, 6);
     h.consumer.pause();
     h.fake().rebalanceAssign([tp(0)]);
     // The assignment's pause and the first pause asked again are both lost: records keep coming
     // after the seek back, so the consumer pauses a third time (that one holds).
-    await until(
-      () =>
-        h
-          .fake()
-          .ops()
-          .filter((o) => o === `pause(${T}[0])`).length >= 3,
-      'paused a third time',
-    );
+    await until(() => calls(h, `pause(${T}[0])`) >= 3, 'paused a third time');
     await until(() => h.fake().isPaused(T, 0), 'paused at last');
-    await until(
-      () =>
-        h
-          .fake()
-          .ops()
-          .filter((o) => o === `seek(${T}[0]@0)`).length >= 2,
-      'the position moved back again',
-    );
+    await movedBack(h, 0, 2);
     assert.deepEqual(seen, [], 'nothing delivered while paused');
     h.consumer.resume();
     await until(() => seen.length === 6, 'everything after resume()');
@@ -394,15 +401,38 @@ describe('pause and resume by the application', () => {
     assert.deepEqual(seen, [0, 1, 2, 3, 4, 5], 'each record once, in order');
   });
 
-  it('goes on after resume() when the first record held back no longer exists (deleted while paused)', async () => {
-    const h = harness({}, { losePauses: 1 });
+  it('a pause() from inside a handler that librdkafka drops, then a revoke while the position is moved back: the final commit stops at what ran, the next assignment gets the rest', async () => {
+    const h = harness({ consumeBatchSize: 2 }, { losePauses: 1 });
     const seen: number[] = [];
-    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    subs.push(
+      h.consumer
+        .process((m) => {
+          seen.push(m.offset);
+          if (m.offset === 1) h.consumer.pause([tp(0)]); // lost
+        })
+        .subscribe(),
+    );
     await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 8);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().isPaused(T, 0), 'paused again');
+    const ran = seen.length;
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    assert.equal(committed(h), ran, 'the final commit is what ran, not what was held back');
+    h.consumer.resume();
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 8, 'the rest after the next assignment');
+    await h.consumer.close();
+    assert.deepEqual(seen, [0, 1, 2, 3, 4, 5, 6, 7], 'each record once, in order');
+  });
+
+  it('goes on after resume() when the first record held back no longer exists (deleted while paused)', async () => {
+    const { h, seen } = await droppingPauses(1);
     h.fake().produce(T, 0, 6);
     h.consumer.pause();
     h.fake().rebalanceAssign([tp(0)]);
-    await until(() => h.fake().ops().includes(`seek(${T}[0]@0)`), 'the position moved back');
+    await movedBack(h, 0);
     // Retention removed 0 and 1 meanwhile: librdkafka's fetch resets to the first one left.
     h.fake().seek({ topic: T, partition: 0, offset: 2 }, 0, () => undefined);
     h.consumer.resume();
