@@ -69,6 +69,12 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
     else for (const m of messages) partition.ack(m);
   }
 
+  /** {@link settle} for one message, without an array unless the mode has its own rule. */
+  private settleOne(partition: PartitionControl, m: KafkaMessage, result: R | undefined): void {
+    if (this.mode.settle) this.mode.settle(partition, [m], result);
+    else partition.ack(m);
+  }
+
   /**
    * The pipeline of one partition: bounded by the shared limiter and `partitionConcurrency`.
    * Messages (or batches) still waiting when the partition is revoked are dropped, never run
@@ -202,16 +208,32 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       );
     }
     if (!isPromiseLike(result)) {
-      this.settle(partition, [m], result as R | undefined);
+      this.settleOne(partition, m, result as R | undefined);
       subscriber.next(one.output(m, 'processed', 1, result));
       partition.handlerEnded();
       return undefined;
     }
+    return this.awaitOne(partition, subscriber, one, m, runner, decoded, result);
+  }
+
+  /**
+   * The rest of {@link startOne} for a handler that returned a Promise. A method of its own: its
+   * closures make V8 allocate a context at every call, which the synchronous path must not pay.
+   */
+  private awaitOne(
+    partition: PartitionControl,
+    subscriber: Subscriber<O>,
+    one: NonNullable<ProcessingMode<R, K, V, O>['one']>,
+    m: KafkaMessage,
+    runner: PartitionRunner<KafkaMessage>,
+    decoded: DecodedMessage<K, V>,
+    result: PromiseLike<unknown>,
+  ): RunningUnit {
     const unit = new PendingUnit(partition);
     result.then(
       (value) => {
         if (unit.cancelled) return;
-        this.settle(partition, [m], value as R | undefined);
+        this.settleOne(partition, m, value as R | undefined);
         subscriber.next(one.output(m, 'processed', 1, value as R | undefined));
         unit.settle();
         runner.finish(unit, m);
