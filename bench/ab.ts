@@ -19,7 +19,7 @@ import { join, resolve } from 'node:path';
 import { seededRandom } from '../integration/helpers/random';
 import type { ContenderId } from './contenders';
 import { ensureFilledTopic } from './kafka-admin';
-import type { ThroughputResult } from './meter';
+import type { ThreadCpu, ThroughputResult } from './meter';
 import { BROKERS, benchSettings } from './settings';
 import { formatFixed, formatInt, median, shuffled } from './stats';
 import type { ChildMessage, Task } from './tasks';
@@ -166,7 +166,8 @@ async function main(): Promise<void> {
         console.log(
           `ab: ${ds.name} r${round} ${slot.contender.padEnd(24)} ${slot.variant.padEnd(3)} ` +
             (r
-              ? `${formatInt((r.messages / r.elapsedMs) * 1000).padStart(9)} msg/s ${formatFixed((r.cpuMs * 1000) / r.messages, 2).padStart(6)} CPU µs/msg`
+              ? `${formatInt((r.messages / r.elapsedMs) * 1000).padStart(9)} msg/s ${formatFixed((r.cpuMs * 1000) / r.messages, 2).padStart(6)} CPU µs/msg` +
+                threadSplit(r)
               : `FAILED: ${run.error}`),
         );
       }
@@ -188,11 +189,23 @@ async function main(): Promise<void> {
     console.log(
       `\n${ds.name} (${formatInt(ds.messages)} messages, ${args.rounds} rounds, medians)`,
     );
-    console.log('| contender | build | msg/s | × raw | CPU µs/msg | CPU × raw | runs |');
-    console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: |');
+    const perThread = (rs: Run[], kind: keyof ThreadCpu) => {
+      const split = rs.filter((r) => r.result!.cpuByThreadMs);
+      if (split.length === 0) return '-';
+      return formatFixed(
+        median(split.map((r) => (r.result!.cpuByThreadMs![kind] * 1000) / r.result!.messages)),
+        2,
+      );
+    };
+    const gc = (rs: Run[]) =>
+      formatFixed(median(rs.map((r) => ((r.result!.gcMs ?? 0) * 1000) / r.result!.messages)), 2);
+    console.log(
+      '| contender | build | msg/s | × raw | CPU µs/msg | CPU × raw | main | main GC | rdk:* | other | runs |',
+    );
+    console.log('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
     const line = (label: string, variant: string, rs: Run[]) =>
       console.log(
-        `| ${label} | ${variant} | ${formatInt(rate(rs))} | ${formatFixed(rate(rs) / rawRate, 2)}× | ${formatFixed(cpu(rs), 2)} | ${formatFixed(cpu(rs) / rawCpu, 2)}× | ${rs.length} |`,
+        `| ${label} | ${variant} | ${formatInt(rate(rs))} | ${formatFixed(rate(rs) / rawRate, 2)}× | ${formatFixed(cpu(rs), 2)} | ${formatFixed(cpu(rs) / rawCpu, 2)}× | ${perThread(rs, 'main')} | ${gc(rs)} | ${perThread(rs, 'librdkafka')} | ${perThread(rs, 'other')} | ${rs.length} |`,
       );
     line('raw consume(n)', '-', raw);
     for (const c of args.contenders) {
@@ -200,6 +213,14 @@ async function main(): Promise<void> {
       line(c, 'B (dist)', of(c, 'B'));
     }
   }
+}
+
+/** `main/rdk/other` CPU µs per message of one run, when the child could read its threads. */
+function threadSplit(r: ThroughputResult): string {
+  const t = r.cpuByThreadMs;
+  if (!t) return '';
+  const us = (ms: number) => formatFixed((ms * 1000) / r.messages, 2);
+  return ` (main ${us(t.main)} of which GC ${us(r.gcMs ?? 0)}, rdk:* ${us(t.librdkafka)}, other ${us(t.other)})`;
 }
 
 main().then(

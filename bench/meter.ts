@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
+import { PerformanceObserver } from 'node:perf_hooks';
 
 /**
  * Counts what a throughput contender consumed and when, inside its child process: the time of the
@@ -20,6 +21,63 @@ export interface ThroughputResult {
   cpuMs: number;
   /** Peak resident set size of the child process, in bytes (see peakRss). */
   peakRssBytes: number;
+  /**
+   * The same CPU time split by thread (Linux only, else absent), in ms: the main thread (where the
+   * JavaScript and the binding's message conversion run), librdkafka's own threads (`rdk:*`:
+   * fetching, decompression, the broker protocol) and every other thread (libuv's pool, where
+   * node-rdkafka's consume(n) waits and copies, and V8's GC and compiler helpers).
+   */
+  cpuByThreadMs?: ThreadCpu;
+  /** Time the main thread spent in garbage collection (V8's `gc` performance entries), in ms. */
+  gcMs?: number;
+}
+
+export interface ThreadCpu {
+  main: number;
+  librdkafka: number;
+  other: number;
+}
+
+/** Linux: user + system CPU ms of each live thread of this process, by thread id, with its name. */
+function threadTimes(): Map<string, { name: string; ms: number }> | undefined {
+  const times = new Map<string, { name: string; ms: number }>();
+  try {
+    const ticksPerMs = 100 / 1000; // USER_HZ is 100 on Linux
+    for (const tid of readdirSync('/proc/self/task')) {
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      } catch {
+        continue; // the thread ended meanwhile
+      }
+      const open = stat.indexOf('(');
+      const close = stat.lastIndexOf(')');
+      const fields = stat.slice(close + 2).split(' ');
+      // fields[0] is field 3 (state): utime is field 14, stime field 15.
+      const ms = (Number(fields[11]) + Number(fields[12])) / ticksPerMs;
+      times.set(tid, { name: stat.slice(open + 1, close), ms });
+    }
+  } catch {
+    return undefined;
+  }
+  return times;
+}
+
+/** CPU spent by each kind of thread between two {@link threadTimes} readings. */
+function threadCpuSince(
+  before: Map<string, { name: string; ms: number }> | undefined,
+): ThreadCpu | undefined {
+  const after = threadTimes();
+  if (!before || !after) return undefined;
+  const split: ThreadCpu = { main: 0, librdkafka: 0, other: 0 };
+  const self = String(process.pid);
+  for (const [tid, t] of after) {
+    const ms = t.ms - (before.get(tid)?.ms ?? 0);
+    if (tid === self) split.main += ms;
+    else if (t.name.startsWith('rdk:')) split.librdkafka += ms;
+    else split.other += ms;
+  }
+  return split;
 }
 
 /**
@@ -41,6 +99,11 @@ export class Meter {
   bytes = 0;
   private readonly createdAt = performance.now();
   private readonly cpuAtCreate = process.cpuUsage();
+  private readonly threadsAtCreate = threadTimes();
+  private gcMs = 0;
+  private readonly gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) this.gcMs += entry.duration;
+  });
   private firstAt: number | undefined;
   private result: ThroughputResult | undefined;
   private resolveDone!: (r: ThroughputResult) => void;
@@ -50,7 +113,9 @@ export class Meter {
   constructor(
     private readonly contender: string,
     private readonly expected: number,
-  ) {}
+  ) {
+    this.gcObserver.observe({ entryTypes: ['gc'] });
+  }
 
   /** Records `n` messages carrying `bytes` value bytes. */
   add(n: number, bytes: number): void {
@@ -69,7 +134,10 @@ export class Meter {
         elapsedMs: now - this.firstAt,
         cpuMs: (cpu.user + cpu.system) / 1000,
         peakRssBytes: peakRss(),
+        cpuByThreadMs: threadCpuSince(this.threadsAtCreate),
+        gcMs: this.gcMs,
       };
+      this.gcObserver.disconnect();
       this.resolveDone(this.result);
     }
   }

@@ -69,8 +69,16 @@ export interface BenchResults {
     backlog: number;
     handlerMs: number;
     sampleMs: number;
+    /** The library with its defaults (the goal's figure). */
     result?: MemoryResult;
     error?: string;
+    /** Every variant, the defaults first (absent in results written before it existed). */
+    runs?: {
+      client: 'reactive-rdkafka' | 'raw-rdkafka';
+      label: string;
+      result?: MemoryResult;
+      error?: string;
+    }[];
   };
 }
 
@@ -86,8 +94,25 @@ export interface ThroughputSummary {
   vsBestPeer: number;
   cpuMs: number;
   cpuUsPerMessage: number;
+  /** CPU µs per message by thread kind (medians over the runs that could read their threads). */
+  cpuByThread?: { main: number; gc: number; librdkafka: number; other: number };
   peakRssBytes: number;
   firstMessageMs: number;
+}
+
+function threadSplit(ok: ThroughputResult[]): Pick<ThroughputSummary, 'cpuByThread'> {
+  const split = ok.filter((r) => r.cpuByThreadMs);
+  if (split.length === 0) return {};
+  const us = (ms: (r: ThroughputResult) => number) =>
+    median(split.map((r) => (ms(r) * 1000) / r.messages));
+  return {
+    cpuByThread: {
+      main: us((r) => r.cpuByThreadMs!.main),
+      gc: us((r) => r.gcMs ?? 0),
+      librdkafka: us((r) => r.cpuByThreadMs!.librdkafka),
+      other: us((r) => r.cpuByThreadMs!.other),
+    },
+  };
 }
 
 export function summarizeThroughput(results: BenchResults, dataSet: string): ThroughputSummary[] {
@@ -111,6 +136,7 @@ export function summarizeThroughput(results: BenchResults, dataSet: string): Thr
         vsBestPeer: NaN,
         cpuMs: median(ok.map((r) => r.cpuMs)),
         cpuUsPerMessage: median(ok.map((r) => (r.cpuMs * 1000) / r.messages)),
+        ...threadSplit(ok),
         peakRssBytes: ok.length ? Math.max(...ok.map((r) => r.peakRssBytes)) : NaN,
         firstMessageMs: median(ok.map((r) => r.firstMessageMs)),
       };

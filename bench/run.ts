@@ -346,31 +346,52 @@ async function main(): Promise<void> {
     }
   }
 
-  // 5. Memory under backlog.
+  // 5. Memory under backlog: the library's defaults, the same with periodic full GCs (the live
+  // floor), and the raw binding alone (see bench/scenarios/backlog-memory.ts).
   const backlog = settings.dataSets[0]!;
-  progress.next(`memory under a ${formatInt(backlog.messages)}-message backlog`);
-  const mem = await runChild(
-    {
-      kind: 'memory',
-      brokers: BROKERS,
-      topic: backlog.topic,
-      backlog: backlog.messages,
-      sampleMs: settings.memory.sampleMs,
-      intervalMs: settings.memory.intervalMs,
-      handlerMs: settings.memory.handlerMs,
-    },
-    settings.memory.sampleMs + 120_000,
-    (m) => progress.detail(`${formatInt(m.count)} processed`),
-  );
-  const memResult = mem.result?.kind === 'memory' ? mem.result : undefined;
+  const memoryVariants = [
+    { client: 'reactive-rdkafka', label: 'defaults' },
+    { client: 'reactive-rdkafka', label: 'full GC every 5 s', gcEveryMs: 5_000 },
+    { client: 'raw-rdkafka', label: 'raw' },
+  ] as const;
+  const memoryRuns: NonNullable<BenchResults['memory']>['runs'] = [];
+  for (const variant of memoryVariants) {
+    progress.next(
+      `memory under a ${formatInt(backlog.messages)}-message backlog (${variant.client}, ${variant.label})`,
+    );
+    const mem = await runChild(
+      {
+        kind: 'memory',
+        client: variant.client,
+        ...('gcEveryMs' in variant ? { gcEveryMs: variant.gcEveryMs } : {}),
+        brokers: BROKERS,
+        topic: backlog.topic,
+        partitions: backlog.partitions,
+        backlog: backlog.messages,
+        sampleMs: settings.memory.sampleMs,
+        intervalMs: settings.memory.intervalMs,
+        handlerMs: settings.memory.handlerMs,
+      },
+      settings.memory.sampleMs + 120_000,
+      (m) => progress.detail(`${formatInt(m.count)} processed`),
+    );
+    const memResult = mem.result?.kind === 'memory' ? mem.result : undefined;
+    memoryRuns.push({
+      client: variant.client,
+      label: variant.label,
+      ...(memResult ? { result: memResult } : { error: mem.error ?? 'no result' }),
+    });
+    progress.done();
+  }
+  const defaults = memoryRuns[0]!;
   results.memory = {
     topic: backlog.topic,
     backlog: backlog.messages,
     handlerMs: settings.memory.handlerMs,
     sampleMs: settings.memory.sampleMs,
-    ...(memResult ? { result: memResult } : { error: mem.error ?? 'no result' }),
+    ...(defaults.result ? { result: defaults.result } : { error: defaults.error }),
+    runs: memoryRuns,
   };
-  progress.done();
 
   // 5b. Topic to topic: transactional vs plain process() + produce.
   {

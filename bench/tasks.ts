@@ -55,8 +55,14 @@ export type Task =
     }
   | {
       kind: 'memory';
+      /** Whose memory: this library's process(), or node-rdkafka's consume(n) loop alone. */
+      client: 'reactive-rdkafka' | 'raw-rdkafka';
+      /** Force a full GC before a sample at most this often (the child needs --expose-gc). */
+      gcEveryMs?: number;
       brokers: string;
       topic: string;
+      /** Partitions of the topic (the raw loop runs one handler per partition, as process() does). */
+      partitions: number;
       backlog: number;
       sampleMs: number;
       intervalMs: number;
@@ -107,6 +113,8 @@ export interface MemorySample {
   t: number;
   rss: number;
   heapUsed: number;
+  heapTotal?: number;
+  external?: number;
   processed: number;
 }
 
