@@ -28,6 +28,7 @@ import { Conditions, settlesWithin } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
 import type { EngineObserver } from './engine-observer';
+import { FetchWaker } from './fetch-waker';
 import { Incidents } from './incidents';
 import { toKafkaMessage } from './message';
 import { PartitionControl } from './partition-control';
@@ -105,6 +106,7 @@ export class ConsumerEngine implements ProcessorHost {
   private readonly seeks: Seeks;
   private readonly rebalance: RebalanceCoordinator;
   private readonly incidents: Incidents;
+  private readonly fetchWaker: FetchWaker;
   private readonly partitionLoggers = new WeakMap<PartitionControl, Logger>();
   /** `group.instance.id` when this consumer is a static member. */
   private readonly staticInstanceId: string | undefined;
@@ -200,6 +202,14 @@ export class ConsumerEngine implements ProcessorHost {
       fail,
       failing: () => this.failure !== undefined,
     });
+    this.fetchWaker = new FetchWaker({
+      client: this.client,
+      logger,
+      canRequest: () => this.stage() === 'open',
+      held: () =>
+        this.assignments.controls().map((c) => ({ topic: c.topic, partition: c.partition })),
+      timeoutMs: settings.commitTimeoutMs,
+    });
     this.rebalance = new RebalanceCoordinator({
       settings,
       logger,
@@ -218,6 +228,7 @@ export class ConsumerEngine implements ProcessorHost {
       newControl,
       started,
       assigned: (partitions) => this.incidents.topicsAvailable(partitions.map((p) => p.topic)),
+      fetchersResumed: () => this.fetchWaker.wake(),
     });
     const raw = this.client.raw;
     raw.on('event.error', (err: LibrdKafkaError) => {

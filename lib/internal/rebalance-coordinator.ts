@@ -52,6 +52,11 @@ export interface RebalanceHost {
   started(control: PartitionControl): void;
   /** Partitions were assigned (their topics exist and are readable). */
   assigned(partitions: readonly TopicPartition[]): void;
+  /**
+   * An incremental assign or unassign was answered: librdkafka resumed the partitions it had
+   * paused for the rebalance, without waking the broker threads that fetch them (fetch-waker.ts).
+   */
+  fetchersResumed(): void;
 }
 
 interface PendingAssign {
@@ -233,8 +238,10 @@ export class RebalanceCoordinator {
       return start === undefined ? { ...tp } : { ...tp, offset: start };
     });
     try {
-      if (protocol === 'COOPERATIVE') client.raw.incrementalAssign(withOffsets);
-      else client.raw.assign(withOffsets);
+      if (protocol === 'COOPERATIVE') {
+        client.raw.incrementalAssign(withOffsets);
+        this.host.fetchersResumed();
+      } else client.raw.assign(withOffsets);
     } catch (err) {
       if (this.host.stage() !== 'open') {
         // An assign delivered while the client is disconnecting throws; answer it with an
@@ -424,7 +431,10 @@ export class RebalanceCoordinator {
               return owner === undefined || owner.generation <= generation;
             })
           : partitions;
-        if (targets.length > 0) raw.incrementalUnassign(targets);
+        if (targets.length > 0) {
+          raw.incrementalUnassign(targets);
+          this.host.fetchersResumed();
+        }
       } else if (stale) {
         logger.info(
           { generation, current: this.generation },
@@ -439,7 +449,10 @@ export class RebalanceCoordinator {
         // Some partitions were no longer assigned: unassign the ones that still are.
         try {
           const targets = stillAssigned(partitions);
-          if (targets.length > 0) raw.incrementalUnassign(targets);
+          if (targets.length > 0) {
+            raw.incrementalUnassign(targets);
+            this.host.fetchersResumed();
+          }
           logger.info(
             { partitions, unassigned: targets, generation },
             'unassigned the partitions still assigned',

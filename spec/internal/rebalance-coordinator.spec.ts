@@ -59,6 +59,8 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
   const started: PartitionControl[] = [];
   /** revokesInFlight as each event was emitted. */
   const inFlightAt: { type: string; revokes: number }[] = [];
+  /** At each fetchersResumed(): how many assign/unassign calls librdkafka had been given. */
+  const resumedAfter: number[] = [];
   const coordinator: RebalanceCoordinator = new RebalanceCoordinator({
     settings,
     logger,
@@ -84,6 +86,13 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
       }),
     started: (c) => started.push(c),
     assigned: () => undefined,
+    fetchersResumed: () => {
+      resumedAfter.push(
+        fake()
+          .ops()
+          .filter((o) => /assign/i.test(o)).length,
+      );
+    },
   });
   let polling = true;
   const loop = (async () => {
@@ -132,6 +141,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     failures,
     started,
     inFlightAt,
+    resumedAfter,
     assignments,
     busy,
     processed,
@@ -286,6 +296,27 @@ describe('RebalanceCoordinator', () => {
         `incrementalAssign(${T}[0])`,
         `incrementalAssign(${T}[1])`,
       ]);
+    });
+
+    it('cooperative: asks for the fetchers to be woken after each incremental assign and unassign, never before', async () => {
+      const s = world({}, { protocol: 'COOPERATIVE' });
+      s.fake().rebalanceAssign([tp(0), tp(1)]);
+      assert.deepEqual(s.resumedAfter, [1], 'after the incremental assign');
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(() => s.types().includes('revoked'), 'partition 0 revoked');
+      assert.deepEqual(s.ops('incremental'), [
+        `incrementalAssign(${T}[0],${T}[1])`,
+        `incrementalUnassign(${T}[0])`,
+      ]);
+      assert.deepEqual(s.resumedAfter, [1, 2], 'and after the incremental unassign');
+    });
+
+    it('eager: no wake (librdkafka starts the fetchers of an assignment, which wakes them)', async () => {
+      const s = world();
+      s.fake().rebalanceAssign([tp(0), tp(1)]);
+      s.fake().rebalanceRevoke([tp(0), tp(1)]);
+      await until(() => s.types().includes('revoked'), 'revoked');
+      assert.deepEqual(s.resumedAfter, []);
     });
   });
 
