@@ -174,6 +174,7 @@ export class ConsumerEngine implements ProcessorHost {
       owner: (key) => this.assignments.get(key),
       owned: () => this.assignments.values(),
       partitionLogger,
+      resumed: (tps) => this.fetchWaker.resumed(tps),
     });
     this.seeks = new Seeks({
       client: this.client,
@@ -206,6 +207,7 @@ export class ConsumerEngine implements ProcessorHost {
       client: this.client,
       logger,
       canRequest: () => this.stage() === 'open',
+      fetching: () => this.flow.fetching(),
       held: () =>
         this.assignments.controls().map((c) => ({ topic: c.topic, partition: c.partition })),
       timeoutMs: settings.commitTimeoutMs,

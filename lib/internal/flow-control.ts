@@ -23,6 +23,8 @@ export interface FlowControlHost {
   /** Every stream owned now. */
   owned(): Iterable<PartitionControl>;
   partitionLogger(control: PartitionControl): Logger;
+  /** The library resumed these partitions in librdkafka (see fetch-waker.ts). */
+  resumed(partitions: readonly TopicPartition[]): void;
 }
 
 /** How long moving a position back may wait for librdkafka's answer before it is asked again. */
@@ -106,7 +108,9 @@ export class FlowControl {
     this.rewinds.delete(old);
     if (!old.paused || this.userPaused.has(next.key)) return;
     try {
-      this.client.raw.resume([{ topic: next.topic, partition: next.partition }]);
+      const tp = [{ topic: next.topic, partition: next.partition }];
+      this.client.raw.resume(tp);
+      this.host.resumed(tp);
     } catch (err) {
       this.host
         .partitionLogger(next)
@@ -146,6 +150,7 @@ export class FlowControl {
     if (ready.length === 0 || !this.host.running()) return;
     try {
       this.client.raw.resume(list(ready));
+      this.host.resumed(list(ready));
     } catch (err) {
       this.logger.warn({ err, partitions: list(ready) }, 'resume failed');
     }
@@ -241,6 +246,13 @@ export class FlowControl {
     }
   }
 
+  /** Owned partitions librdkafka fetches now: paused neither for backpressure nor by the application. */
+  *fetching(): Iterable<PartitionControl> {
+    for (const c of this.host.owned()) {
+      if (!c.paused && !this.userPaused.has(c.key)) yield c;
+    }
+  }
+
   /** Partitions paused by the application (owned now or not). */
   pausedByUser(): TopicPartition[] {
     return [...this.userPaused].map((k) => {
@@ -264,7 +276,10 @@ export class FlowControl {
       const tp = [{ topic: control.topic, partition: control.partition }];
       // A partition the application paused stays paused when backpressure lifts.
       if (paused) this.client.raw.pause(tp);
-      else if (!this.userPaused.has(control.key)) this.client.raw.resume(tp);
+      else if (!this.userPaused.has(control.key)) {
+        this.client.raw.resume(tp);
+        if (control.active) this.host.resumed(tp);
+      }
       control.markPaused(paused);
       this.host
         .partitionLogger(control)

@@ -37,11 +37,14 @@ function world(opts: { leaders: Record<string, number[]>; held: TopicPartition[]
     },
   };
   let held = opts.held;
+  /** Held partitions librdkafka fetches now (all of them unless the test says otherwise). */
+  let fetching: TopicPartition[] | undefined;
   const waker = new FetchWaker({
     client: { raw } as unknown as ConsumerClient,
     logger: pino({ level: 'silent' }),
     canRequest: () => open,
     held: () => held,
+    fetching: () => fetching ?? held,
     timeoutMs: 1000,
   });
   /** Answers every request sent so far (and, repeatedly, those their answers led to). */
@@ -58,6 +61,7 @@ function world(opts: { leaders: Record<string, number[]>; held: TopicPartition[]
     requests,
     answerAll,
     setHeld: (tps: TopicPartition[]) => (held = tps),
+    setFetching: (tps: TopicPartition[]) => (fetching = tps),
     close: () => (open = false),
     failMetadata: () => (metadataFails = true),
   };
@@ -128,5 +132,42 @@ describe('FetchWaker', () => {
     await until(() => !w.waker['running'], 'the failed wake ended');
     w.waker.wake();
     assert.equal(w.waker.wakes, 2);
+  });
+
+  describe('after a resume', () => {
+    it('learns the leaders first when it does not know them (a full wake)', async () => {
+      const w = world({ leaders: { t: [1, 2] }, held: tps('t', 0, 1) });
+      w.waker.resumed(tps('t', 0));
+      await w.answerAll();
+      assert.deepEqual(w.requests, ['metadata(t)', 'listOffsets(t[0])', 'listOffsets(t[1])']);
+    });
+
+    it('wakes only the leader of a resumed partition, and only when nothing else it serves is fetched', async () => {
+      // t[0], t[2] on broker 1; t[1], t[3] on broker 2.
+      const w = world({ leaders: { t: [1, 2, 1, 2] }, held: tps('t', 0, 1, 2, 3) });
+      w.waker.wake();
+      await w.answerAll();
+      w.requests.length = 0;
+      w.setFetching(tps('t', 1)); // broker 2 fetches t[1]; broker 1 fetches nothing
+      w.waker.resumed(tps('t', 0)); // broker 1: asleep → woken
+      w.waker.resumed(tps('t', 3)); // broker 2: awake (t[1]) → nothing
+      await w.answerAll();
+      assert.deepEqual(w.requests, ['listOffsets(t[0])']);
+      assert.equal(w.waker.resumeWakes, 1);
+    });
+
+    it('keeps one wake in flight per leader and sends one more if a resume came meanwhile', async () => {
+      const w = world({ leaders: { t: [1, 1, 1] }, held: tps('t', 0, 1, 2) });
+      w.waker.wake();
+      await w.answerAll();
+      w.requests.length = 0;
+      w.setFetching([]);
+      w.waker.resumed(tps('t', 0));
+      w.waker.resumed(tps('t', 1));
+      w.waker.resumed(tps('t', 2));
+      assert.deepEqual(w.requests, ['listOffsets(t[0])'], 'one in flight');
+      await w.answerAll();
+      assert.deepEqual(w.requests, ['listOffsets(t[0])', 'listOffsets(t[2])'], 'then the latest');
+    });
   });
 });

@@ -13,12 +13,15 @@ function setup() {
     resumeThreshold: 0.5,
   });
   const owned = new Map<string, PartitionControl>();
+  /** What the engine was told was resumed (it wakes the broker threads: fetch-waker.ts). */
+  const resumed: string[] = [];
   const flow = new FlowControl(client, settings, logger, {
     controllable: (c) => owned.get(c.key) === c,
     running: () => true,
     owner: (key) => owned.get(key),
     owned: () => owned.values(),
     partitionLogger: () => logger,
+    resumed: (tps) => resumed.push(tps.map((tp) => tp.partition).join(',')),
   });
   const add = (partition: number): PartitionControl => {
     const c = new PartitionControl(T, partition, 1, tpKey(T, partition), () => undefined);
@@ -35,7 +38,7 @@ function setup() {
       signal: c.signal,
     }) as unknown as KafkaMessage;
   (fake() as unknown as { connected: boolean }).connected = true;
-  return { flow, fake, add, message, owned };
+  return { flow, fake, add, message, owned, resumed };
 }
 
 describe('FlowControl', () => {
@@ -56,6 +59,40 @@ describe('FlowControl', () => {
     s.flow.afterAck(c);
     assert.equal(c.paused, false);
     assert.equal(s.fake().isPaused(T, 0), false);
+    assert.deepEqual(s.resumed, ['0'], 'the resume was reported (to wake its broker thread)');
+  });
+
+  it('reports the resumes librdkafka gets, and which partitions it fetches', () => {
+    const s = setup();
+    const [c0, c1, c2] = [s.add(0), s.add(1), s.add(2)];
+    const fill = (c: PartitionControl) => {
+      const pushed = [0, 1, 2, 3].map((o) => s.message(c, o));
+      for (const m of pushed) {
+        c.push(m);
+        s.flow.afterPush(c);
+      }
+      return pushed;
+    };
+    const p0 = fill(c0);
+    fill(c1);
+    s.flow.pause([{ topic: T, partition: 2 }]);
+    assert.deepEqual(
+      [...s.flow.fetching()].map((c) => c.partition),
+      [],
+      '0 and 1 full, 2 paused by the application',
+    );
+    s.flow.pause([{ topic: T, partition: 0 }]);
+    for (const m of p0) c0.ack(m);
+    s.flow.afterAck(c0);
+    assert.deepEqual(s.resumed, [], 'backpressure lifted under an application pause: no resume');
+    s.flow.resume([{ topic: T, partition: 0 }]);
+    s.flow.resume([{ topic: T, partition: 1 }]); // still full: stays paused
+    assert.deepEqual(s.resumed, ['0']);
+    assert.deepEqual(
+      [...s.flow.fetching()].map((c) => c.partition),
+      [0],
+    );
+    assert.equal(c2.paused, false);
   });
 
   it('keeps a partition the application paused paused when backpressure lifts', () => {

@@ -53,6 +53,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     owner: (key) => assignments.get(key),
     owned: () => assignments.values(),
     partitionLogger: () => logger,
+    resumed: () => undefined,
   });
   const events: RebalanceEvent[] = [];
   const failures: Error[] = [];

@@ -51,6 +51,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     owner: (key) => assignments.get(key),
     owned: () => assignments.values(),
     partitionLogger: () => logger,
+    resumed: () => undefined,
   });
   /** What the protocol did, in order: its events and its unassign calls. */
   const timeline: string[] = [];

@@ -29,6 +29,7 @@ function setup(fakeOptions: FakeOptions = {}) {
     owner: (key) => assignments.get(key),
     owned: () => assignments.values(),
     partitionLogger: () => logger,
+    resumed: () => undefined,
   });
   const started: PartitionControl[] = [];
   const seeks = new Seeks({
