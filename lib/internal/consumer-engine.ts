@@ -28,7 +28,7 @@ import { Conditions, settlesWithin } from './conditions';
 import { ConsumerClient } from './consumer-client';
 import { NO_OBSERVER } from './engine-observer';
 import type { EngineObserver } from './engine-observer';
-import { FetchWaker } from './fetch-waker';
+import { FETCH_WAKE_TIMEOUT_MS, FetchWaker } from './fetch-waker';
 import { Incidents } from './incidents';
 import { toKafkaMessage } from './message';
 import { PartitionControl } from './partition-control';
@@ -210,7 +210,7 @@ export class ConsumerEngine implements ProcessorHost {
       fetching: () => this.flow.fetching(),
       held: () =>
         this.assignments.controls().map((c) => ({ topic: c.topic, partition: c.partition })),
-      timeoutMs: settings.commitTimeoutMs,
+      timeoutMs: Math.min(settings.commitTimeoutMs, FETCH_WAKE_TIMEOUT_MS),
     });
     this.rebalance = new RebalanceCoordinator({
       settings,

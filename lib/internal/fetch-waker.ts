@@ -16,17 +16,18 @@
  * Any request queued to a broker thread wakes it. So, after such an answer, this asks for the
  * topic's metadata (which wakes the broker it goes to, and names each partition's leader) and then
  * one ListOffsets (`queryWatermarkOffsets`) from each leader of the partitions still held: a few
- * small requests per rebalance, none on the per-message path. Wakes are coalesced: one runs at a
- * time, and a request made meanwhile runs once after it with the latest partitions. Failures only
- * cost the wake (librdkafka's own timer fetches within a second).
+ * small requests per rebalance, none on the per-message path. node-rdkafka runs each of these
+ * requests on a libuv pool thread until it is answered, as it runs `consume(n)` (pitfall 13), so
+ * the waker sends one request at a time, with a short timeout, and coalesces what is asked
+ * meanwhile: a full wake asked while one is pending runs once, a leader already queued is queued
+ * once. Failures only cost the wake (librdkafka's own timer fetches within a second).
  *
  * The same sleep follows the library's own resumes (a buffer drained below its threshold, the
  * application's `resume()`) when every partition the resumed one's leader serves was paused: a slow
  * consumer whose partitions all filled their buffers then fetched again up to a second late after
  * each resume (measured: 40% fewer messages processed with `maxBufferedMessages: 200`). For those,
  * one ListOffsets goes to the partition's leader (known from the last metadata) — only when no
- * other partition that leader serves is being fetched (its thread is awake then), one in flight
- * per leader.
+ * other partition that leader serves is being fetched (its thread is awake then).
  */
 import type { Logger } from 'pino';
 import type { ConsumerClient } from './consumer-client';
@@ -41,7 +42,7 @@ export interface FetchWakerHost {
   held(): readonly TopicPartition[];
   /** The held partitions librdkafka fetches now (paused neither by the library nor the application). */
   fetching(): Iterable<TopicPartition>;
-  /** Upper bound of one request's wait, in ms. */
+  /** Upper bound of one request's wait, in ms (it holds a libuv pool thread meanwhile). */
   readonly timeoutMs: number;
 }
 
@@ -52,40 +53,32 @@ interface PartitionMetadata {
 
 const keyOf = (tp: TopicPartition): string => `${tp.topic}\u0000${tp.partition}`;
 
-/** At most this many topics' metadata is asked per wake (one request each). */
+/** Upper bound of a wake request's wait, in ms: it holds a libuv pool thread meanwhile. */
+export const FETCH_WAKE_TIMEOUT_MS = 2000;
+
+/** At most this many topics' metadata is asked per full wake (one request each). */
 const MAX_TOPICS = 16;
 
 export class FetchWaker {
-  private running = false;
-  private again = false;
-  /** Wakes sent since the consumer started (metrics/tests). */
+  /** Full wakes (metadata, then every leader of the held partitions) since the consumer started. */
   wakes = 0;
-  /** Single-broker wakes after a resume since the consumer started (metrics/tests). */
+  /** Single-leader wakes after a resume since the consumer started. */
   resumeWakes = 0;
   /** Each partition's leader broker, from the last metadata asked. */
   private readonly leaders = new Map<string, number>();
-  /** Leaders with a wake in flight, and whether another was asked meanwhile (with its partition). */
-  private readonly leaderWakes = new Map<number, TopicPartition | undefined>();
+  /** A full wake is asked and has not started yet. */
+  private fullWake = false;
+  /** Leaders to wake, each with the partition to ask about (a later ask replaces it). */
+  private readonly queued = new Map<number, TopicPartition>();
+  /** A request is in flight (only one at a time). */
+  private busy = false;
 
   constructor(private readonly host: FetchWakerHost) {}
 
-  /** librdkafka resumed the partitions it paused for an incremental rebalance. */
+  /** librdkafka resumed the partitions it paused for an incremental rebalance: wake them all. */
   wake(): void {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    const partitions = this.host.held();
-    if (partitions.length === 0 || !this.host.canRequest()) return;
-    this.running = true;
-    this.wakes += 1;
-    void this.run(partitions).finally(() => {
-      this.running = false;
-      if (this.again) {
-        this.again = false;
-        this.wake();
-      }
-    });
+    this.fullWake = true;
+    this.pump();
   }
 
   /**
@@ -93,20 +86,16 @@ export class FetchWaker {
    * each one unless another partition it serves is being fetched.
    */
   resumed(partitions: readonly TopicPartition[]): void {
-    if (!this.host.canRequest()) return;
     for (const tp of partitions) {
       const leader = this.leaders.get(keyOf(tp));
       if (leader === undefined) {
-        this.wake(); // leaders unknown yet: learn them
-        return;
+        this.fullWake = true; // leaders unknown yet: learn them
+      } else if (!this.leaderAwake(leader, tp)) {
+        if (!this.queued.has(leader)) this.resumeWakes += 1;
+        this.queued.set(leader, tp);
       }
-      if (this.leaderAwake(leader, tp)) continue;
-      if (this.leaderWakes.has(leader)) {
-        this.leaderWakes.set(leader, tp); // once more when the one in flight is answered
-        continue;
-      }
-      this.wakeLeader(leader, tp);
     }
+    this.pump();
   }
 
   /** Whether a partition other than `tp` that `leader` serves is being fetched. */
@@ -118,48 +107,59 @@ export class FetchWaker {
     return false;
   }
 
-  private wakeLeader(leader: number, tp: TopicPartition): void {
-    this.leaderWakes.set(leader, undefined);
-    this.resumeWakes += 1;
-    void this.listOffsets(tp.topic, tp.partition).then(() => {
-      const again = this.leaderWakes.get(leader);
-      this.leaderWakes.delete(leader);
-      if (again !== undefined && this.host.canRequest() && !this.leaderAwake(leader, again)) {
-        this.wakeLeader(leader, again);
-      }
+  /** Sends the next request unless one is in flight. */
+  private pump(): void {
+    if (this.busy) return;
+    if (!this.host.canRequest()) {
+      this.fullWake = false;
+      this.queued.clear();
+      return;
+    }
+    let next: Promise<void>;
+    const first = this.queued.entries().next();
+    if (!first.done) {
+      // Wakes first; a full wake asked meanwhile (to learn leaders again) after them.
+      const [leader, tp] = first.value;
+      this.queued.delete(leader);
+      next = this.listOffsets(tp.topic, tp.partition);
+    } else if (this.fullWake) {
+      this.fullWake = false;
+      const held = this.host.held();
+      if (held.length === 0) return;
+      this.wakes += 1;
+      next = this.learnLeaders(held);
+    } else {
+      return;
+    }
+    this.busy = true;
+    void next.finally(() => {
+      this.busy = false;
+      this.pump();
     });
   }
 
-  private async run(partitions: readonly TopicPartition[]): Promise<void> {
-    const byTopic = new Map<string, number[]>();
-    for (const tp of partitions) {
-      const list = byTopic.get(tp.topic);
-      if (list) list.push(tp.partition);
-      else byTopic.set(tp.topic, [tp.partition]);
-    }
-    const topics = [...byTopic].slice(0, MAX_TOPICS);
-    const leaders = await Promise.all(topics.map(([topic]) => this.leadersOf(topic)));
-    topics.forEach(([topic], i) => {
-      for (const [id, leader] of leaders[i]!)
+  /**
+   * Asks the metadata of the held partitions' topics, one at a time (each request wakes the broker
+   * it goes to), then queues one wake per leader of the held partitions.
+   */
+  private async learnLeaders(held: readonly TopicPartition[]): Promise<void> {
+    const topics = [...new Set(held.map((tp) => tp.topic))].slice(0, MAX_TOPICS);
+    for (const topic of topics) {
+      if (!this.host.canRequest()) return;
+      for (const [id, leader] of await this.leadersOf(topic)) {
         this.leaders.set(keyOf({ topic, partition: id }), leader);
-    });
-    if (!this.host.canRequest()) return;
-    // One partition per leader broker: its ListOffsets wakes that broker's thread.
-    const woken = new Set<number>();
-    const requests: Promise<void>[] = [];
-    topics.forEach(([topic, ids], i) => {
-      const leaderOf = leaders[i]!;
-      for (const id of ids) {
-        const leader = leaderOf.get(id);
-        if (leader === undefined || leader < 0 || woken.has(leader)) continue;
-        woken.add(leader);
-        requests.push(this.listOffsets(topic, id));
       }
-    });
-    await Promise.all(requests);
+    }
+    const woken = new Set<number>();
+    for (const tp of held) {
+      const leader = this.leaders.get(keyOf(tp));
+      if (leader === undefined || leader < 0 || woken.has(leader)) continue;
+      woken.add(leader);
+      this.queued.set(leader, tp);
+    }
     this.host.logger.debug(
-      { brokers: [...woken], partitions: partitions.length },
-      'woke the broker threads of the partitions librdkafka resumed after the rebalance',
+      { brokers: [...woken], partitions: held.length },
+      'waking the broker threads of the partitions librdkafka resumed',
     );
   }
 

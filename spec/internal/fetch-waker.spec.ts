@@ -52,7 +52,7 @@ function world(opts: { leaders: Record<string, number[]>; held: TopicPartition[]
     for (let i = 0; i < 20; i++) {
       await new Promise((r) => setImmediate(r));
       const batch = pending.splice(0);
-      if (batch.length === 0 && !waker['running']) return;
+      if (batch.length === 0 && !waker['busy']) return;
       for (const answer of batch) answer();
     }
   };
@@ -129,7 +129,7 @@ describe('FetchWaker', () => {
     w.waker.wake();
     await w.answerAll();
     assert.deepEqual(w.requests, ['metadata(t)']);
-    await until(() => !w.waker['running'], 'the failed wake ended');
+    await until(() => !w.waker['busy'], 'the failed wake ended');
     w.waker.wake();
     assert.equal(w.waker.wakes, 2);
   });
@@ -156,7 +156,20 @@ describe('FetchWaker', () => {
       assert.equal(w.waker.resumeWakes, 1);
     });
 
-    it('keeps one wake in flight per leader and sends one more if a resume came meanwhile', async () => {
+    it('sends one request at a time (each holds a libuv pool thread), every leader in turn', async () => {
+      const w = world({ leaders: { t: [1, 2, 3] }, held: tps('t', 0, 1, 2) });
+      w.waker.wake();
+      await w.answerAll();
+      w.requests.length = 0;
+      w.setFetching([]);
+      w.waker.resumed(tps('t', 0, 1, 2));
+      assert.deepEqual(w.requests, ['listOffsets(t[0])']);
+      await w.answerAll();
+      assert.deepEqual(w.requests, ['listOffsets(t[0])', 'listOffsets(t[1])', 'listOffsets(t[2])']);
+      assert.equal(w.waker.resumeWakes, 3);
+    });
+
+    it('queues a leader once and asks it about the latest partition resumed', async () => {
       const w = world({ leaders: { t: [1, 1, 1] }, held: tps('t', 0, 1, 2) });
       w.waker.wake();
       await w.answerAll();
