@@ -466,7 +466,7 @@ export function renderMarkdown(results: BenchResults): string {
     const s = mem.result.samples;
     const last = s[s.length - 1]!;
     md.push(
-      `\`process()\` with the default buffer bounds (1000 messages / 16 MiB per partition, 16 MiB`,
+      `\`process()\` with the default buffer bounds (500 messages / 16 MiB per partition, 16 MiB`,
       `prefetch) on the ${formatInt(mem.backlog)}-message topic, handler \`await sleep(${mem.handlerMs})\`, default concurrency.`,
       `RSS sampled every ${formatInt(s.length > 1 ? s[1]!.t - s[0]!.t : 0)} ms for ${formatDuration(mem.sampleMs)}; the backlog is far from consumed when sampling stops.`,
       'Beside it, to say whose memory the peak is: the same run with a full garbage collection every',
@@ -657,19 +657,38 @@ function goalsSection(results: BenchResults): string[] {
   if (!Object.values(missed).some(Boolean)) return [...md, ''];
   md.push('', '**Why the missed ones are missed, and what was tried** (measured):', '');
   if (missed.throughput) {
+    // Where the extra CPU of each library contender goes, against the raw loop, by thread.
+    const splits: string[] = [];
+    for (const { ds, rows } of sets) {
+      const raw = row(rows, 'raw-rdkafka')?.cpuByThread;
+      if (!raw) continue;
+      for (const id of [
+        'reactive-process',
+        'reactive-partitions',
+        'reactive-process-batch',
+      ] as ContenderId[]) {
+        const t = row(rows, id)?.cpuByThread;
+        if (!t) continue;
+        const d = (x: number, y: number) =>
+          `${x >= y ? '+' : '−'}${formatFixed(Math.abs(x - y), 2)}`;
+        splits.push(
+          `${ds.name} ${id.replace('reactive-', '')}: main ${d(t.main, raw.main)} (GC ${d(t.gc, raw.gc)}), rdk:* ${d(t.librdkafka, raw.librdkafka)}, other ${d(t.other, raw.other)}`,
+        );
+      }
+    }
     md.push(
       '- **Throughput against the raw loop.** Rows that run the same configuration differ within one',
-      `  run (this run: ${spreads.join('; ') || 'no equal pair measured'}). An A/A side run of`,
-      '  `bench/ab.ts` on 2026-12-01 (the same build as A and B, interleaved, 5 rounds) spread at 100 B',
-      '  (process() 1.08× / 0.92× of the raw loop) but agreed at 1 KiB: process() 0.87× / 0.88× with',
-      '  CPU 1.15× / 1.17×, processBatch() 0.88× / 0.86×, partitions$ 1.04× / 1.08×. So at 1 KiB',
-      '  process() and processBatch() pay about 1.3 µs of CPU per message that partitions$ does not.',
-      '  A `--cpu-prof` at 1 KiB (2 runs of 250,000 messages per contender, main thread) finds little',
-      "  of it in the library's JavaScript: 0.7–1.0 µs per message with process() against 0.6 with",
-      '  partitions$ (dispatch ≈ 0.12 µs, the handler path and its instrumentation most of the rest);',
-      "  the rest of the difference is CPU outside the main thread's JavaScript (the consume worker",
-      "  and librdkafka's threads), not found yet. processBatch() also assembles per-partition",
-      '  batches (an array and a timer per batch).',
+      `  run (this run: ${spreads.join('; ') || 'no equal pair measured'}), and interleaved A/A runs of`,
+      '  `bench/ab.ts` spread as much (on 2026-12-01, 3–5 rounds, the same build as A and B: 100 B',
+      '  process() 1.01× / 0.96× and 0.96× / 0.89× of the raw loop; 1 KiB process() 0.94× / 0.97×,',
+      "  0.84× / 0.99×), so single goals of 0.90–0.95× are inside this machine's noise. Where the",
+      '  CPU per message goes, against the raw loop, by thread (µs; the tables under each data set):',
+      `  ${splits.join('; ') || 'not measured'}. The main thread's share is the library's`,
+      "  per-message JavaScript (a KafkaMessage, the handler's instrumentation record,",
+      '  the Processed result: sampled allocation of process() at 1 KiB 1,229 B per message, 741 of',
+      "  them node-rdkafka's conversion, after removing per-call closure contexts from the fast path,",
+      '  1,424 before) — and V8\'s helper threads ("other") collect what it allocates; GC pauses on',
+      '  the main thread are ≤ 0.2 µs. processBatch() also assembles per-partition batches.',
     );
   }
   if (missed.peers) {
@@ -682,13 +701,19 @@ function goalsSection(results: BenchResults): string[] {
   }
   if (missed.join) {
     md.push(
-      "- **Join pauses and a new member's first message** are the group protocol's (docs/tuning.md,",
-      '  "Joining members"): under classic cooperative-sticky a member learns of a rebalance at its next',
-      '  heartbeat and librdkafka sends at most one JoinGroup per second (`rkcg_join_intvl`); under',
-      "  KIP-848 the old owner learns of a revocation at its next heartbeat. The new member's time to",
-      '  its first assignment (the "assigned" column) is most of its time to first message. Lookups',
-      '  before an assignment is answered happen only with the `onAssign` hook, `auto.offset.reset=latest`',
-      "  (librdkafka's default) or `rememberCompleted`.",
+      "- **A new member's first message** is the group protocol's (docs/tuning.md, \"Joining",
+      '  members"): under classic cooperative-sticky a member learns of a rebalance at its next',
+      '  heartbeat, two rounds are needed, and librdkafka sends at most one JoinGroup per second',
+      '  (`rkcg_join_intvl`); under KIP-848 the old owner learns of a revocation at its next heartbeat.',
+      '  The new member\'s time to its first assignment (the "assigned" column) is most of its time',
+      "  to first message. KafkaJS's members learn of the rebalance sooner: they commit after every",
+      "  batch and rejoin on the commit's REBALANCE_IN_PROGRESS, which librdkafka does not do (it",
+      '  acts on heartbeat answers only, rdkafka_cgrp.c). Kept partitions: librdkafka pauses them while',
+      '  it hands each incremental assign or revoke to the application and its resume does not wake',
+      '  the broker thread (up to 1 s asleep); the library now wakes the leaders itself after each',
+      '  incremental assign/unassign (lib/internal/fetch-waker.ts). A kept partition still stands while',
+      "  its own member's revoke of other partitions drains (librdkafka pauses everything held until",
+      '  the unassign) — bounded by the drain, not by the protocol.',
     );
   }
   if (missed.memory) {
@@ -701,12 +726,13 @@ function goalsSection(results: BenchResults): string[] {
       `  with a full GC every 5 s ${added('full GC every 5 s')} MB, so the difference is V8 heap holding dead`,
       '  objects between two major collections (messages that outlive two scavenges are promoted; the',
       '  old space grows until the next mark-compact); the raw binding alone, holding one batch,',
-      `  ${added('raw')} MB. What stays after a full GC is V8's young generation (its semi-spaces grow to`,
-      "  16 MiB each under this allocation rate), 15–20 MB of live heap, librdkafka's prefetch and the",
-      '  binding\'s native memory. Tried (docs/tuning.md, "Memory"): shrinking librdkafka\'s prefetch',
-      '  bounds and `MALLOC_ARENA_MAX=2` moved the peak by 0–30 MB; `maxBufferedMessages: 200` reaches',
-      '  +85 MB at two thirds of the throughput (partitions pause and resume, and librdkafka drops what',
-      '  it had prefetched for a paused partition); `--max-semi-space-size=2` saves ~13 MB.',
+      `  ${added('raw')} MB. What stays after a full GC is V8's young generation (two 16 MiB semi-spaces`,
+      '  under this allocation rate), 15–20 MB of live heap (a heap snapshot with every buffer full: 500 B',
+      "  per held message), librdkafka's prefetch and the binding's native memory. Tried (docs/tuning.md,",
+      '  "Memory"): the buffer bound is the lever — `maxBufferedMessages` 1000 → 500 (the default since',
+      '  2026-12-01) took the peak from +135 to +94 MB at the same throughput, 200 gives no more;',
+      "  librdkafka's prefetch bounds and `MALLOC_ARENA_MAX=2` moved it by 0–30 MB;",
+      "  `--max-semi-space-size=2` saves ~13 MB (an application's choice: V8 flags are process-wide).",
     );
   }
   md.push('');

@@ -112,7 +112,7 @@ export interface ReactiveConsumerOptions {
   consumeBatchSize?: number;
   /** How long one `consume(n)` call waits for the first message, in ms. @default 100 */
   consumeTimeoutMs?: number;
-  /** Buffered (not yet started) messages per partition above which the partition is paused. @default 1000 */
+  /** Buffered (not yet started) messages per partition above which the partition is paused. @default 500 */
   maxBufferedMessages?: number;
   /** Buffered payload bytes per partition above which the partition is paused. @default 16777216 (16 MiB) */
   maxBufferedBytes?: number;
@@ -202,7 +202,7 @@ export const DEFAULTS = {
   connectTimeoutMs: 30_000,
   consumeBatchSize: 500,
   consumeTimeoutMs: 100,
-  maxBufferedMessages: 1000,
+  maxBufferedMessages: 500,
   maxBufferedBytes: 16 * 1024 * 1024,
   resumeThreshold: 0.5,
   closeTimeoutMs: 25_000,
