@@ -130,6 +130,16 @@ describe('rebalance with work in flight (real broker)', function () {
         timeoutMs: 120_000,
         what: `all ${total} messages processed`,
       });
+      // Incremental protocols: after each incremental assign/unassign the library woke the broker
+      // threads librdkafka's resume leaves asleep — a metadata request, then ListOffsets to the
+      // leaders the real metadata names (at least one). Eager never needs it.
+      const wakes = a.metrics().rebalances.fetchWakes;
+      if (protocol.expect === 'COOPERATIVE') {
+        assert.ok(wakes.afterRebalance >= 1, `a woke its fetchers: ${JSON.stringify(wakes)}`);
+        assert.ok(wakes.requests >= 2, `metadata and a ListOffsets: ${JSON.stringify(wakes)}`);
+      } else {
+        assert.equal(wakes.afterRebalance, 0, `eager: ${JSON.stringify(wakes)}`);
+      }
       await Promise.all([a.close(), b.close()]);
       await Promise.all([doneA, doneB]);
 

@@ -88,6 +88,7 @@ export type {
   DurationHistogram,
   CommitMetrics,
   RebalanceMetrics,
+  FetchWakeMetrics,
   LastRevoke,
   StalledHandler,
   PartitionState,

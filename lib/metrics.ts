@@ -119,6 +119,23 @@ export interface RebalanceMetrics {
   readonly total: DurationHistogram;
   /** The last completed revoke, if any. */
   readonly last: LastRevoke | undefined;
+  /**
+   * Wakes of librdkafka's broker threads: librdkafka resumes the partitions it paused for an
+   * incremental rebalance (and the library resumes its own pauses) without waking the thread that
+   * fetches them, which then sleeps up to a second; the library sends a small request to wake it
+   * (docs/tuning.md, "Joining members").
+   */
+  readonly fetchWakes: FetchWakeMetrics;
+}
+
+/** See {@link RebalanceMetrics.fetchWakes}. */
+export interface FetchWakeMetrics {
+  /** After an incremental assign or unassign: every leader of the partitions held. */
+  readonly afterRebalance: number;
+  /** After a resume, of a leader none of whose other partitions was being fetched. */
+  readonly afterResume: number;
+  /** Requests sent for them (metadata and ListOffsets). */
+  readonly requests: number;
 }
 
 /** A handler running longer than `stallThresholdMs`. */

@@ -125,6 +125,37 @@ describe('metrics', () => {
     assert.equal(h.consumer.metrics().partitions[0]?.lastCommitted, 5);
   });
 
+  it('counts the broker-thread wakes after incremental rebalances, and the requests they sent', async () => {
+    const h = harness({}, { protocol: 'COOPERATIVE' });
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    for (const p of [0, 1, 2]) h.fake().produce(T, p, 3);
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => h.consumer.metrics().messages.processed === 6, 'the first assignment ran');
+    // Nothing was held before it: librdkafka starts the new partitions' fetchers itself.
+    assert.deepEqual(h.consumer.metrics().rebalances.fetchWakes, {
+      afterRebalance: 0,
+      afterResume: 0,
+      requests: 0,
+    });
+    h.fake().rebalanceAssign([tp(2)]);
+    // Partitions 0 and 1 were kept: a metadata request, then one ListOffsets to their one leader.
+    await until(() => h.fake().watermarkRequests === 1, 'the leader woken');
+    let w = h.consumer.metrics().rebalances.fetchWakes;
+    assert.equal(w.afterRebalance, 1);
+    assert.equal(w.requests, 2);
+    assert.equal(h.fake().metadataRequests, 1);
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'partition 0 revoked');
+    // Leaders known a moment ago: only the ListOffsets (at most one per leader every 50 ms).
+    await until(() => h.fake().watermarkRequests === 2, 'woken again after the unassign');
+    w = h.consumer.metrics().rebalances.fetchWakes;
+    assert.equal(w.afterRebalance, 2);
+    assert.equal(w.requests, 3);
+    assert.equal(h.fake().metadataRequests, 1);
+    assert.equal(w.afterResume, 0, 'nothing was paused');
+  });
+
   it('times each revoke phase and counts partitions moved, drain timeouts and losses', async () => {
     const h = harness({
       drainTimeoutMs: 150,

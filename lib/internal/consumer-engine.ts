@@ -9,6 +9,7 @@ import { Subject } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
 import { AuthenticationError } from '../errors';
+import type { FetchWakeMetrics } from '../metrics';
 import type { ConsumerEvent, StartPosition, RebalanceEvent, TopicPartition } from '../types';
 import { Assignments } from './assignments';
 import { ConsumeCadence } from './consume-loop';
@@ -240,6 +241,12 @@ export class ConsumerEngine implements ProcessorHost {
     raw.on('event.log', (log: ClientLog) =>
       this.apply(classifyLog(log, fatalCauseFromText), { fac: log.fac, severity: log.severity }),
     );
+  }
+
+  /** Broker-thread wakes so far (metrics). */
+  get fetchWakes(): FetchWakeMetrics {
+    const w = this.fetchWaker;
+    return { afterRebalance: w.wakes, afterResume: w.resumeWakes, requests: w.requests };
   }
 
   get lifecycle(): EngineState {

@@ -20,14 +20,19 @@
  * requests on a libuv pool thread until it is answered, as it runs `consume(n)` (pitfall 13), so
  * the waker sends one request at a time, with a short timeout, and coalesces what is asked
  * meanwhile: a full wake asked while one is pending runs once, a leader already queued is queued
- * once. Failures only cost the wake (librdkafka's own timer fetches within a second).
+ * once, and a leader is woken at most every {@link MIN_WAKE_INTERVAL_MS}. Leaders are remembered
+ * per topic and asked again only after {@link LEARN_INTERVAL_MS} (also after a failed request, and
+ * for a partition with no leader), so a broker that is down or a leaderless partition never turns
+ * resumes into a stream of metadata requests. Failures only cost the wake (librdkafka's own timer
+ * fetches within a second).
  *
  * The same sleep follows the library's own resumes (a buffer drained below its threshold, the
  * application's `resume()`) when every partition the resumed one's leader serves was paused: a slow
  * consumer whose partitions all filled their buffers then fetched again up to a second late after
  * each resume (measured: 40% fewer messages processed with `maxBufferedMessages: 200`). For those,
  * one ListOffsets goes to the partition's leader (known from the last metadata) — only when no
- * other partition that leader serves is being fetched (its thread is awake then).
+ * partition that leader serves is being fetched (its thread is awake then), other than the ones
+ * resumed together.
  */
 import type { Logger } from 'pino';
 import type { ConsumerClient } from './consumer-client';
@@ -55,25 +60,43 @@ const keyOf = (tp: TopicPartition): string => `${tp.topic}\u0000${tp.partition}`
 
 /** Upper bound of a wake request's wait, in ms: it holds a libuv pool thread meanwhile. */
 export const FETCH_WAKE_TIMEOUT_MS = 2000;
+/** A topic's leaders are asked again at most this often (ms), whatever the last answer was. */
+export const LEARN_INTERVAL_MS = 10_000;
+/** One leader is woken at most this often (ms): far below the one-second sleep it cuts short. */
+export const MIN_WAKE_INTERVAL_MS = 50;
+/** Up to this many topics are asked one by one; more, in one request for every topic. */
+const SEPARATE_TOPICS = 4;
 
-/** At most this many topics' metadata is asked per full wake (one request each). */
-const MAX_TOPICS = 16;
+interface TopicLeaders {
+  /** When they were asked (performance.now()), answered or not. */
+  readonly at: number;
+  /** Partition id → leader broker id (partitions without a leader are absent). */
+  readonly leaders: Map<number, number>;
+}
 
 export class FetchWaker {
-  /** Full wakes (metadata, then every leader of the held partitions) since the consumer started. */
+  /** Full wakes (every leader of the partitions held) since the consumer started. */
   wakes = 0;
   /** Single-leader wakes after a resume since the consumer started. */
   resumeWakes = 0;
-  /** Each partition's leader broker, from the last metadata asked. */
-  private readonly leaders = new Map<string, number>();
+  /** Requests sent (metadata and ListOffsets) since the consumer started. */
+  requests = 0;
+  /** Each held topic's partition leaders, from the last metadata asked for it. */
+  private readonly topics = new Map<string, TopicLeaders>();
   /** A full wake is asked and has not started yet. */
   private fullWake = false;
   /** Leaders to wake, each with the partition to ask about (a later ask replaces it). */
   private readonly queued = new Map<number, TopicPartition>();
+  /** When each leader was last woken (performance.now()). */
+  private readonly wokenAt = new Map<number, number>();
   /** A request is in flight (only one at a time). */
   private busy = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
 
-  constructor(private readonly host: FetchWakerHost) {}
+  constructor(
+    private readonly host: FetchWakerHost,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
 
   /** librdkafka resumed the partitions it paused for an incremental rebalance: wake them all. */
   wake(): void {
@@ -83,52 +106,84 @@ export class FetchWaker {
 
   /**
    * The library resumed these partitions (its own pause or the application's). Wakes the leader of
-   * each one unless another partition it serves is being fetched.
+   * each unless a partition it serves, other than these, is being fetched.
    */
   resumed(partitions: readonly TopicPartition[]): void {
+    const batch = new Set(partitions.map(keyOf));
+    const asleep = new Map<number, TopicPartition>();
     for (const tp of partitions) {
-      const leader = this.leaders.get(keyOf(tp));
+      const leader = this.leaderOf(tp);
       if (leader === undefined) {
-        this.fullWake = true; // leaders unknown yet: learn them
-      } else if (!this.leaderAwake(leader, tp)) {
-        if (!this.queued.has(leader)) this.resumeWakes += 1;
-        this.queued.set(leader, tp);
+        // Unknown (or no leader): learn it, unless it was asked recently.
+        if (this.stale(tp.topic)) this.fullWake = true;
+      } else if (!asleep.has(leader)) {
+        asleep.set(leader, tp);
       }
+    }
+    for (const other of this.host.fetching()) {
+      if (batch.has(keyOf(other))) continue;
+      const leader = this.leaderOf(other);
+      if (leader !== undefined) asleep.delete(leader); // its thread is awake: it fetches `other`
+    }
+    for (const [leader, tp] of asleep) {
+      if (!this.queued.has(leader)) this.resumeWakes += 1;
+      this.queued.set(leader, tp);
     }
     this.pump();
   }
 
-  /** Whether a partition other than `tp` that `leader` serves is being fetched. */
-  private leaderAwake(leader: number, tp: TopicPartition): boolean {
-    for (const other of this.host.fetching()) {
-      if (other.partition === tp.partition && other.topic === tp.topic) continue;
-      if (this.leaders.get(keyOf(other)) === leader) return true;
-    }
-    return false;
+  private leaderOf(tp: TopicPartition): number | undefined {
+    return this.topics.get(tp.topic)?.leaders.get(tp.partition);
+  }
+
+  private stale(topic: string): boolean {
+    const known = this.topics.get(topic);
+    return known === undefined || this.now() - known.at >= LEARN_INTERVAL_MS;
   }
 
   /** Sends the next request unless one is in flight. */
   private pump(): void {
     if (this.busy) return;
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     if (!this.host.canRequest()) {
       this.fullWake = false;
       this.queued.clear();
       return;
     }
-    let next: Promise<void>;
-    const first = this.queued.entries().next();
-    if (!first.done) {
+    let next: Promise<void> | undefined;
+    let wait = Number.POSITIVE_INFINITY;
+    const now = this.now();
+    for (const [leader, tp] of this.queued) {
+      const due = (this.wokenAt.get(leader) ?? -Infinity) + MIN_WAKE_INTERVAL_MS - now;
+      if (due > 0) {
+        wait = Math.min(wait, due);
+        continue;
+      }
       // Wakes first; a full wake asked meanwhile (to learn leaders again) after them.
-      const [leader, tp] = first.value;
       this.queued.delete(leader);
+      this.wokenAt.set(leader, now);
       next = this.listOffsets(tp.topic, tp.partition);
-    } else if (this.fullWake) {
+      break;
+    }
+    if (next === undefined && this.fullWake) {
       this.fullWake = false;
       const held = this.host.held();
-      if (held.length === 0) return;
-      this.wakes += 1;
-      next = this.learnLeaders(held);
-    } else {
+      if (held.length > 0) {
+        this.wakes += 1;
+        next = this.wakeAll(held);
+      }
+    }
+    if (next === undefined) {
+      if (Number.isFinite(wait)) {
+        this.timer = setTimeout(() => {
+          this.timer = undefined;
+          this.pump();
+        }, Math.ceil(wait));
+        this.timer.unref?.();
+      }
       return;
     }
     this.busy = true;
@@ -139,21 +194,25 @@ export class FetchWaker {
   }
 
   /**
-   * Asks the metadata of the held partitions' topics, one at a time (each request wakes the broker
-   * it goes to), then queues one wake per leader of the held partitions.
+   * Learns the leaders of the held topics not asked recently (each metadata request also wakes the
+   * broker it goes to), forgets topics no longer held, then queues one wake per leader.
    */
-  private async learnLeaders(held: readonly TopicPartition[]): Promise<void> {
-    const topics = [...new Set(held.map((tp) => tp.topic))].slice(0, MAX_TOPICS);
-    for (const topic of topics) {
-      if (!this.host.canRequest()) return;
-      for (const [id, leader] of await this.leadersOf(topic)) {
-        this.leaders.set(keyOf({ topic, partition: id }), leader);
+  private async wakeAll(held: readonly TopicPartition[]): Promise<void> {
+    const heldTopics = new Set(held.map((tp) => tp.topic));
+    for (const topic of this.topics.keys()) if (!heldTopics.has(topic)) this.topics.delete(topic);
+    const stale = [...heldTopics].filter((t) => this.stale(t));
+    if (stale.length > SEPARATE_TOPICS) {
+      await this.learn(stale, undefined);
+    } else {
+      for (const topic of stale) {
+        if (!this.host.canRequest()) return;
+        await this.learn([topic], topic);
       }
     }
     const woken = new Set<number>();
     for (const tp of held) {
-      const leader = this.leaders.get(keyOf(tp));
-      if (leader === undefined || leader < 0 || woken.has(leader)) continue;
+      const leader = this.leaderOf(tp);
+      if (leader === undefined || woken.has(leader)) continue;
       woken.add(leader);
       this.queued.set(leader, tp);
     }
@@ -163,24 +222,31 @@ export class FetchWaker {
     );
   }
 
-  /** Partition id → leader broker id (empty when the metadata request fails). */
-  private leadersOf(topic: string): Promise<Map<number, number>> {
+  /** Asks the leaders of `topics`: of `topic` alone, or (undefined) in one request for all. */
+  private learn(topics: readonly string[], topic: string | undefined): Promise<void> {
+    const at = this.now();
+    for (const t of topics) this.topics.set(t, { at, leaders: new Map() });
     return new Promise((resolve) => {
-      const leaders = new Map<number, number>();
       try {
-        this.host.client.raw.getMetadata({ topic, timeout: this.host.timeoutMs }, (err, md) => {
+        this.requests += 1;
+        const options =
+          topic === undefined
+            ? { timeout: this.host.timeoutMs }
+            : { topic, timeout: this.host.timeoutMs };
+        this.host.client.raw.getMetadata(options, (err, md) => {
           if (!err && md) {
             for (const t of md.topics) {
-              if (t.name !== topic) continue;
+              const known = this.topics.get(t.name);
+              if (known === undefined || known.at !== at) continue;
               for (const p of t.partitions as PartitionMetadata[]) {
-                if (p.leader !== undefined) leaders.set(p.id, p.leader);
+                if (p.leader !== undefined && p.leader >= 0) known.leaders.set(p.id, p.leader);
               }
             }
           }
-          resolve(leaders);
+          resolve();
         });
       } catch {
-        resolve(leaders); // disconnected meanwhile
+        resolve(); // disconnected meanwhile
       }
     });
   }
@@ -188,6 +254,7 @@ export class FetchWaker {
   private listOffsets(topic: string, partition: number): Promise<void> {
     return new Promise((resolve) => {
       try {
+        this.requests += 1;
         this.host.client.raw.queryWatermarkOffsets(topic, partition, this.host.timeoutMs, () =>
           resolve(),
         );

@@ -518,6 +518,7 @@ export class ConsumerObservability implements EngineObserver {
       release: this.phases.release.snapshot(),
       total: this.phases.total.snapshot(),
       last: this.lastRevoke,
+      fetchWakes: this.engine.fetchWakes,
     };
     return {
       at: now,

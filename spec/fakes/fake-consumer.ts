@@ -397,15 +397,19 @@ export class FakeConsumer extends EventEmitter {
     return this.connected;
   }
 
-  /** Topics are the ones records were produced to. */
+  /** Topics are the ones records were produced to; every partition's leader is broker 1. */
   getMetadata(
     _opts: unknown,
-    cb: (err: null, md: { topics: { name: string; partitions: { id: number }[] }[] }) => void,
+    cb: (
+      err: null,
+      md: { topics: { name: string; partitions: { id: number; leader: number }[] }[] },
+    ) => void,
   ): void {
-    const topics = new Map<string, { id: number }[]>();
+    this.metadataRequests += 1;
+    const topics = new Map<string, { id: number; leader: number }[]>();
     for (const k of this.logs.keys()) {
       const [, name = '', p = '0'] = /^(.*)\[(\d+)\]$/.exec(k) ?? [];
-      topics.set(name, [...(topics.get(name) ?? []), { id: Number(p) }]);
+      topics.set(name, [...(topics.get(name) ?? []), { id: Number(p), leader: 1 }]);
     }
     setImmediate(() =>
       cb(null, { topics: [...topics].map(([name, partitions]) => ({ name, partitions })) }),
@@ -856,6 +860,9 @@ export class FakeConsumer extends EventEmitter {
     for (const t of tps) this.paused.delete(key(t));
   }
 
+  /** getMetadata() and queryWatermarkOffsets() calls so far. */
+  metadataRequests = 0;
+  watermarkRequests = 0;
   /** High watermarks reported by queryWatermarkOffsets (default: the next offset produced). */
   watermarks = new Map<string, number>();
   queryWatermarkOffsets(
@@ -864,6 +871,7 @@ export class FakeConsumer extends EventEmitter {
     _timeout: number,
     cb: (err: null, w: { lowOffset: number; highOffset: number }) => void,
   ): void {
+    this.watermarkRequests += 1;
     const k = key({ topic, partition });
     setImmediate(() =>
       cb(null, {
