@@ -148,13 +148,14 @@ export class FlowControl {
       .map((k) => this.host.owner(k))
       .filter((c): c is PartitionControl => c !== undefined && !c.paused);
     if (ready.length === 0 || !this.host.running()) return;
+    const partitions = list(ready);
     try {
-      this.client.raw.resume(list(ready));
-      this.host.resumed(list(ready));
+      this.client.raw.resume(partitions);
+      this.host.resumed(partitions);
     } catch (err) {
-      this.logger.warn({ err, partitions: list(ready) }, 'resume failed');
+      this.logger.warn({ err, partitions }, 'resume failed');
     }
-    this.logger.info({ partitions: list(ready) }, 'resumed by the application');
+    this.logger.info({ partitions }, 'resumed by the application');
   }
 
   /** Whether a message must pass {@link admit} (some partition is paused or rewinding). */

@@ -3,7 +3,10 @@ import type { Logger } from 'pino';
 import { resolveSettings } from '../../lib/config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from '../../lib/config';
 import { ConsumerClient } from '../../lib/internal/consumer-client';
+import { FlowControl } from '../../lib/internal/flow-control';
+import type { PartitionControl } from '../../lib/internal/partition-control';
 import type { RebalanceCallback } from '../../lib/internal/rdkafka';
+import type { TopicPartition } from '../../lib/types';
 import { FakeConsumer } from '../fakes/fake-consumer';
 import type { FakeOptions } from '../fakes/fake-consumer';
 
@@ -35,4 +38,26 @@ export function clientOverFake(
     (g) => (fake = new FakeConsumer(g as Record<string, unknown>, fakeOptions)) as never,
   );
   return { client, fake: () => fake, settings, logger };
+}
+
+/**
+ * Flow control over the fake binding for the partitions in `owned` (keyed by tpKey, added by the
+ * spec), its resumes reported to `resumed`.
+ */
+export function flowOverFake(
+  options: Partial<ReactiveConsumerOptions>,
+  resumed: (partitions: readonly TopicPartition[]) => void,
+) {
+  const { client, fake, settings, logger } = clientOverFake(options);
+  (fake() as unknown as { connected: boolean }).connected = true;
+  const owned = new Map<string, PartitionControl>();
+  const flow = new FlowControl(client, settings, logger, {
+    controllable: (c) => owned.get(c.key) === c,
+    running: () => true,
+    owner: (key) => owned.get(key),
+    owned: () => owned.values(),
+    partitionLogger: () => logger,
+    resumed,
+  });
+  return { flow, fake, owned };
 }

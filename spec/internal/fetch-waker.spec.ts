@@ -6,11 +6,10 @@ import {
   LEARN_INTERVAL_MS,
   MIN_WAKE_INTERVAL_MS,
 } from '../../lib/internal/fetch-waker';
-import { FlowControl } from '../../lib/internal/flow-control';
 import { PartitionControl } from '../../lib/internal/partition-control';
 import { tpKey } from '../../lib/internal/rdkafka';
 import type { TopicPartition } from '../../lib/types';
-import { clientOverFake } from '../helpers/client';
+import { flowOverFake } from '../helpers/client';
 
 /**
  * A binding whose metadata names each partition's leader and which records every request; answers
@@ -236,21 +235,13 @@ describe('FetchWaker', () => {
       // The application's resume() of everything: all partitions of broker 1 at once.
       const T = 'orders';
       const w = world({ leaders: { [T]: [1, 1] }, held: tps(T, 0, 1) });
-      const { client, fake, settings, logger } = clientOverFake({ maxBufferedMessages: 4 });
-      (fake() as unknown as { connected: boolean }).connected = true;
-      const owned = new Map<string, PartitionControl>();
+      const { flow, owned } = flowOverFake({ maxBufferedMessages: 4 }, (list) =>
+        w.waker.resumed(list),
+      );
       for (const p of [0, 1]) {
         const c = new PartitionControl(T, p, 1, tpKey(T, p), () => undefined);
         owned.set(c.key, c);
       }
-      const flow = new FlowControl(client, settings, logger, {
-        controllable: (c) => owned.get(c.key) === c,
-        running: () => true,
-        owner: (key) => owned.get(key),
-        owned: () => owned.values(),
-        partitionLogger: () => logger,
-        resumed: (list) => w.waker.resumed(list),
-      });
       w.setFetching(() => flow.fetching());
       await w.learned();
       flow.pause();

@@ -1,28 +1,18 @@
 import assert from 'node:assert/strict';
-import { FlowControl } from '../../lib/internal/flow-control';
 import { PartitionControl } from '../../lib/internal/partition-control';
 import { tpKey } from '../../lib/internal/rdkafka';
 import type { KafkaMessage } from '../../lib';
-import { clientOverFake } from '../helpers/client';
+import { flowOverFake } from '../helpers/client';
 
 const T = 'orders';
 
 function setup() {
-  const { client, fake, settings, logger } = clientOverFake({
-    maxBufferedMessages: 4,
-    resumeThreshold: 0.5,
-  });
-  const owned = new Map<string, PartitionControl>();
   /** What the engine was told was resumed (it wakes the broker threads: fetch-waker.ts). */
   const resumed: string[] = [];
-  const flow = new FlowControl(client, settings, logger, {
-    controllable: (c) => owned.get(c.key) === c,
-    running: () => true,
-    owner: (key) => owned.get(key),
-    owned: () => owned.values(),
-    partitionLogger: () => logger,
-    resumed: (tps) => resumed.push(tps.map((tp) => tp.partition).join(',')),
-  });
+  const { flow, fake, owned } = flowOverFake(
+    { maxBufferedMessages: 4, resumeThreshold: 0.5 },
+    (tps) => resumed.push(tps.map((tp) => tp.partition).join(',')),
+  );
   const add = (partition: number): PartitionControl => {
     const c = new PartitionControl(T, partition, 1, tpKey(T, partition), () => undefined);
     owned.set(c.key, c);
@@ -37,7 +27,6 @@ function setup() {
       size: 1,
       signal: c.signal,
     }) as unknown as KafkaMessage;
-  (fake() as unknown as { connected: boolean }).connected = true;
   return { flow, fake, add, message, owned, resumed };
 }
 
