@@ -4,9 +4,11 @@ import {
   javaStringHashCode,
   kafkaAbs,
 } from '../integration/chaos/coordinator';
+import { judgeDuplicates } from '../integration/chaos/duplicates';
+import type { WorkerFacts } from '../integration/chaos/duplicates';
 import { failingAttempts, hashUnit, latencyMs } from '../integration/chaos/faults';
 
-/** The chaos suite's pure helpers: the coordinator lookup and the injected faults. */
+/** The chaos suite's pure helpers: the coordinator lookup, the injected faults, the duplicate verdict. */
 describe('chaos tools', () => {
   describe('coordinatorPartition', () => {
     it("hashes like Java's String.hashCode", () => {
@@ -61,6 +63,98 @@ describe('chaos tools', () => {
       assert.ok(latencyMs(0.94, 'default') <= 5);
       assert.ok(latencyMs(0.96, 'default') >= 20);
       for (let i = 0; i < 1000; i++) assert.ok(hashUnit(`k${i}`) >= 0 && hashUnit(`k${i}`) < 1);
+    });
+  });
+  describe('judgeDuplicates', () => {
+    /** A graceful worker; `failed`: partitions whose final commit it saw fail. */
+    const worker = (failed: number[] = [], commits: Record<number, number> = {}): WorkerFacts => ({
+      abrupt: false,
+      failedCommits: new Set(failed),
+      lostPartitions: new Set(),
+      lastCommit: (p) => commits[p] ?? -1,
+    });
+
+    it('asks the processing that came first, not the worker that started first, for an explanation', () => {
+      // The CI case: a worker started later (b) processed 3@878 first and its final commit failed
+      // (the coordinator was down); a worker started earlier (a) took the partition over and redid
+      // it. Listed by start, a would be asked to explain, and it has nothing to explain.
+      const a = worker();
+      const b = worker([3], { 3: 860 });
+      const facts = new Map([
+        ['a', a],
+        ['b', b],
+      ]);
+      const processings = new Map([
+        [
+          '3@878',
+          [
+            { worker: 'a', at: 2000 },
+            { worker: 'b', at: 1000 },
+          ],
+        ],
+      ]);
+      const verdict = judgeDuplicates(processings, (w) => facts.get(w)!, new Set(), true);
+      assert.deepEqual(
+        { duplicates: verdict.duplicates, explained: verdict.explained },
+        { duplicates: 1, explained: 1 },
+      );
+      // The other way round in time, a's processing is the one to explain: it cannot.
+      const reversed = new Map([
+        [
+          '3@878',
+          [
+            { worker: 'a', at: 1000 },
+            { worker: 'b', at: 2000 },
+          ],
+        ],
+      ]);
+      const blamed = judgeDuplicates(reversed, (w) => facts.get(w)!, new Set(), true);
+      assert.equal(blamed.explained, 0);
+      assert.deepEqual(
+        blamed.unexplained.map((u) => [u.partition, u.offset, u.list.map((x) => x.worker)]),
+        [[3, 878, ['a', 'b']]],
+      );
+    });
+
+    it('excuses a failed commit only where the world misbehaves, and only after the last confirmed one', () => {
+      const z = worker([1], { 1: 50 });
+      const facts = (w: string): WorkerFacts => (w === 'z' ? z : worker());
+      const processings = new Map([
+        [
+          '1@49',
+          [
+            { worker: 'z', at: 1 },
+            { worker: 'y', at: 2 },
+          ],
+        ],
+        [
+          '1@50',
+          [
+            { worker: 'z', at: 1 },
+            { worker: 'y', at: 2 },
+          ],
+        ],
+      ]);
+      const misbehaving = judgeDuplicates(processings, facts, new Set(), true);
+      // 1@49 lies below z's confirmed commit of 50: its redo is not explained by the failure.
+      assert.deepEqual(
+        misbehaving.unexplained.map((u) => u.offset),
+        [49],
+      );
+      const healthy = judgeDuplicates(processings, facts, new Set(), false);
+      assert.deepEqual(
+        healthy.unexplained.map((u) => u.offset),
+        [49, 50],
+      );
+      // A crash explains what came after the last confirmed commit, on a healthy broker too; a
+      // stuck handler's late completion is explained whatever the worker.
+      const crashed = judgeDuplicates(
+        processings,
+        (w) => (w === 'z' ? { ...z, abrupt: true } : worker()),
+        new Set(['1@49']),
+        false,
+      );
+      assert.deepEqual(crashed, { duplicates: 2, explained: 2, unexplained: [] });
     });
   });
 });

@@ -35,6 +35,8 @@ import {
 import { seededRandom } from '../helpers/random';
 import { MetadataProbe } from './coordinator';
 import type { CoordinatorLookup } from './coordinator';
+import { judgeDuplicates } from './duplicates';
+import type { DuplicateVerdict, Processing } from './duplicates';
 import { hashUnit } from './faults';
 import type { FailurePlan, LatencyProfile } from './faults';
 
@@ -661,6 +663,88 @@ function processedSet(runs: WorkerRun[]): Set<string> {
   return set;
 }
 
+/** One record processed twice without a crash, a failed commit or a loss to explain it. */
+type UnexplainedDuplicate = DuplicateVerdict<WorkerRun>['unexplained'][number];
+
+/**
+ * Unexplained duplicates as a few lines a CI excerpt (the output's tail) can carry: contiguous
+ * offsets of one partition processed by the same workers as one range, then, for each worker that
+ * processed a range first, what it recorded about that partition (its final commits, refusals,
+ * losses, revokes, its stop) and the warnings its log holds, in ms since the run began (the kill
+ * and the coordinator's move too, in the broker-failure variant).
+ */
+function describeUnexplained(
+  dups: UnexplainedDuplicate[],
+  parsed: Map<WorkerRun, Parsed>,
+  stopKind: (run: WorkerRun) => string,
+  started: number,
+  broker: BrokerFailureReport | undefined,
+): string[] {
+  if (dups.length === 0) return [];
+  const t = (at: number | undefined): string => (at === undefined ? '?' : `+${at - started}`);
+  const byChain = new Map<string, UnexplainedDuplicate[]>();
+  for (const d of dups) {
+    const key = `${d.partition} ${d.list.map((x) => x.worker.pid).join(',')}`;
+    byChain.set(key, [...(byChain.get(key) ?? []), d]);
+  }
+  const lines: string[] = [];
+  const first = new Map<WorkerRun, Set<number>>();
+  for (const group of byChain.values()) {
+    const sorted = group.map((d) => d.offset).sort((a, b) => a - b);
+    const ranges: string[] = [];
+    let from = sorted[0]!;
+    let to = from;
+    for (const o of sorted.slice(1)) {
+      if (o === to + 1) to = o;
+      else {
+        ranges.push(from === to ? `${from}` : `${from}-${to}`);
+        from = to = o;
+      }
+    }
+    ranges.push(from === to ? `${from}` : `${from}-${to}`);
+    const d = group[0]!;
+    lines.push(
+      `duplicate ${d.partition}@${ranges.join(',')} (${group.length}) by ${d.list.map((x) => `${x.worker.pid}(${stopKind(x.worker)}) at ${t(x.at)}`).join(', ')}: not explained by a crash, a failed commit or a lost partition after the last confirmed commit`,
+    );
+    for (const { worker } of d.list.slice(0, -1))
+      first.set(worker, (first.get(worker) ?? new Set()).add(d.partition));
+  }
+  if (broker)
+    lines.push(
+      `node ${broker.killedNode} killed at ${t(broker.killAt)}, coordinator ${broker.movedTo} after ${broker.movedAfterMs} ms, node back after ${broker.downMs} ms`,
+    );
+  for (const [run, partitions] of first) {
+    const p = parsed.get(run)!;
+    const own = [...partitions].sort((a, b) => a - b);
+    const records = p.records.filter((r) => partitions.has(r.partition));
+    const lastAt = Math.max(...records.map((r) => r.at));
+    const finals = own.map((x) => {
+      const c = p.commits.filter((c) => c.partition === x).map((c) => c.offset);
+      return `${x}: C ${c.length > 0 ? c.join('/') : '-'}${p.failedCommits.has(x) ? ' F' : ''}${p.lostPartitions.has(x) ? ' lost' : ''}`;
+    });
+    const stop = p.stops[0];
+    const revokes = p.revokes.map(([a, b]) => `${t(a)}..${t(b)}`).join(' ');
+    lines.push(
+      `worker ${run.pid}: started ${t(run.startedAt)}, last record of these partitions ${t(lastAt)}, stop ${stop ? `${t(stop.at)} ${stop.mode}/${stop.cause}` : 'none'}, exit ${String(run.exitCode)}; revokes ${revokes || 'none'}; final commits ${finals.join('; ')}`,
+    );
+    const warnings = new Map<string, number>();
+    if (existsSync(run.log)) {
+      for (const line of readFileSync(run.log, 'utf8').split('\n')) {
+        try {
+          const e = JSON.parse(line) as { level?: number; msg?: string; time?: number };
+          if ((e.level ?? 0) >= 40 && e.msg)
+            warnings.set(e.msg.slice(0, 120), e.time ?? warnings.get(e.msg.slice(0, 120)) ?? 0);
+        } catch {
+          // not JSON
+        }
+      }
+    }
+    for (const [msg, at] of [...warnings].slice(0, 8))
+      lines.push(`  worker ${run.pid} warned (last ${t(at)}): ${msg}`);
+  }
+  return lines;
+}
+
 async function verify(
   o: ChaosOptions,
   topic: string,
@@ -681,13 +765,16 @@ async function verify(
     const lost = parsed.get(run)!.lost > 0 ? ',lost' : '';
     return `${how}${run.frozen ? ',frozen' : ''}${lost}/${s?.mode ?? run.plan.stopMode}`;
   };
-  const byOffset = new Map<string, { pid: number; run: WorkerRun }[]>();
+  // Each record's processings in the order they happened (not the order the workers started: a
+  // worker started later may process a record first, and the earlier one redo it).
+  const byOffset = new Map<string, Processing<WorkerRun>[]>();
   for (const [run, p] of parsed) {
     for (const rec of p.records) {
       const k = `${rec.partition}@${rec.offset}`;
-      byOffset.set(k, [...(byOffset.get(k) ?? []), { pid: rec.pid, run }]);
+      byOffset.set(k, [...(byOffset.get(k) ?? []), { worker: run, at: rec.at }]);
     }
   }
+  for (const list of byOffset.values()) if (list.length > 1) list.sort((a, b) => a.at - b.at);
 
   // Zero lost, from each partition's first offset on: compare with what Kafka holds.
   const inKafka = await readAll(topic, o.partitions);
@@ -723,34 +810,21 @@ async function verify(
   // graceful stops it is the defect itself.
   const worldMisbehaves =
     o.brokerFailure !== undefined || o.freeze !== undefined || o.killEvery !== undefined;
-  let duplicates = 0;
-  let explained = 0;
+  const { duplicates, explained, unexplained } = judgeDuplicates(
+    byOffset,
+    (run) => ({
+      abrupt: run.signal === 'SIGKILL' || run.frozen === true,
+      failedCommits: parsed.get(run)!.failedCommits,
+      lostPartitions: parsed.get(run)!.lostPartitions,
+      lastCommit: (partition) => lastCommit(run, partition),
+    }),
+    stuckSet,
+    worldMisbehaves,
+  );
   const duplicatesByStop: Record<string, number> = {};
-  for (const [k, list] of byOffset) {
-    if (list.length < 2) continue;
-    duplicates += list.length - 1;
-    for (const { run } of list.slice(0, -1))
-      duplicatesByStop[stopKind(run)] = (duplicatesByStop[stopKind(run)] ?? 0) + 1;
-    const [partition, offset] = k.split('@').map(Number) as [number, number];
-    const ok = list.every(({ run }, i) => {
-      if (i === list.length - 1) return true; // the last processing is the one that counts
-      if (stuckSet.has(k)) return true; // the hung handler's late completion
-      // A crash, a freeze past the session timeout, or (where the world misbehaves) a final
-      // commit that demonstrably failed or the partition lost: taken away without a chance to
-      // commit, e.g. the coordinator gone for longer than the session timeout.
-      const abrupt =
-        run.signal === 'SIGKILL' ||
-        run.frozen === true ||
-        (worldMisbehaves &&
-          (parsed.get(run)!.failedCommits.has(partition) ||
-            parsed.get(run)!.lostPartitions.has(partition)));
-      return abrupt && offset >= lastCommit(run, partition);
-    });
-    if (ok) explained += list.length - 1;
-    else
-      problems.push(
-        `duplicate ${k} by ${list.map((x) => `${x.pid}(${stopKind(x.run)})`).join(', ')} not explained by a crash, a failed commit or a lost partition after the last confirmed commit`,
-      );
+  for (const list of byOffset.values()) {
+    for (const { worker } of list.slice(0, -1))
+      duplicatesByStop[stopKind(worker)] = (duplicatesByStop[stopKind(worker)] ?? 0) + 1;
   }
 
   if (o.freeze) {
@@ -961,11 +1035,17 @@ async function verify(
     ...(broker ? { broker } : {}),
     durationMs: Date.now() - started,
   };
-  writeFileSync(join(o.outDir, 'summary.json'), JSON.stringify({ ...summary, problems }, null, 2));
+  // Last, so that an excerpt of the output's tail carries it.
+  // Written last: an excerpt of the output's tail then carries it.
+  const diagnosis = describeUnexplained(unexplained, parsed, stopKind, started, broker);
+  writeFileSync(
+    join(o.outDir, 'summary.json'),
+    JSON.stringify({ ...summary, problems: [...problems, ...diagnosis] }, null, 2),
+  );
   console.log(`      ${JSON.stringify(summary)}`);
-  if (problems.length > 0)
+  if (problems.length + diagnosis.length > 0)
     throw new Error(
-      `${o.name}: ${problems.length} problem(s):\n  ${problems.slice(0, 20).join('\n  ')}`,
+      `${o.name}: ${problems.length + unexplained.length} problem(s):\n  ${[...problems.slice(0, 20), ...diagnosis.slice(0, 30)].join('\n  ')}`,
     );
   return summary;
 }
