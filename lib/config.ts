@@ -79,7 +79,11 @@ export interface ReactiveConsumerOptions {
   metricsIntervalMs?: number;
   /**
    * Longest time a revoke may spend draining in-flight handlers and committing, in ms. Must stay
-   * below `max.poll.interval.ms` (the broker's rebalance timeout).
+   * below `max.poll.interval.ms` (the broker's rebalance timeout). One exception: a final commit
+   * that librdkafka still holds at this deadline (the coordinator unreachable: it cannot be
+   * cancelled, and handed over it could land after the next owner's commits) keeps the partitions
+   * until librdkafka answers it, up to shortly before `max.poll.interval.ms` (or the close's own
+   * deadline); applied late, it counts as committed.
    * @default 60% of `max.poll.interval.ms` (180000 with librdkafka's default of 300000)
    */
   drainTimeoutMs?: number;

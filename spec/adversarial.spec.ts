@@ -471,13 +471,11 @@ describe('adversarial: graceful paths nobody scheduled', () => {
 
   // librdkafka cannot cancel a commit, and a broker applies a deferred one with the member's
   // current epoch: a final commit answered only after the release can move the group offset back
-  // below a new owner's. The library cannot prevent it; it must never count that commit as
-  // confirmed, and it must say when it was applied late.
-  it('a final commit that timed out and lands after the release is reported as not committed, and its late landing is logged', async () => {
-    const lines: string[] = [];
-    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+  // below a new owner's. So the revoke holds the partition until librdkafka answers (up to shortly
+  // before max.poll.interval.ms): applied late, it is the confirmation; the release comes after.
+  it('a final commit that timed out past the drain deadline holds the partition until it lands, then counts as committed', async () => {
     const a = harness(
-      { drainTimeoutMs: 600, commitTimeoutMs: 100, commitIntervalMs: 60_000, logger },
+      { drainTimeoutMs: 600, commitTimeoutMs: 100, commitIntervalMs: 60_000 },
       {
         protocol: 'COOPERATIVE',
         commitPolls: (offsets) => (offsets.some((o) => o.offset === 5) ? 300 : undefined),
@@ -490,18 +488,69 @@ describe('adversarial: graceful paths nobody scheduled', () => {
     a.fake().rebalanceAssign([tp(0)]);
     await until(() => processed === 5, 'A processed everything');
     a.fake().rebalanceRevoke([tp(0)]);
+    let appliedBeforeRelease: boolean | undefined;
+    await until(
+      () => {
+        const released = a.events.some((e) => e.type === 'revoked' || e.type === 'lost');
+        if (released) appliedBeforeRelease ??= committed(a) === 5;
+        return released;
+      },
+      'A released',
+      10_000,
+    );
+    assert.equal(appliedBeforeRelease, true, 'released before the broker applied the commit');
+    const final = a.events.find((e) => e.type === 'committed');
+    assert.ok(
+      final?.type === 'committed' && final.results[0]?.status === 'committed',
+      `the commit applied late is the confirmation: ${JSON.stringify(final)}`,
+    );
+    assert.ok(final.durationMs >= 600, 'it was answered past the drain deadline');
+    await a.consumer.close();
+  });
+
+  it('a final commit still held at the rebalance deadline is reported as not committed, and its late landing is logged', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const a = harness(
+      {
+        drainTimeoutMs: 600,
+        commitTimeoutMs: 100,
+        commitIntervalMs: 60_000,
+        logger,
+        config: { 'max.poll.interval.ms': 1500 },
+      },
+      {
+        protocol: 'COOPERATIVE',
+        commitPolls: (offsets) => (offsets.some((o) => o.offset === 5) ? 1500 : undefined),
+      },
+    );
+    let processed = 0;
+    subs.push(a.consumer.process(() => void (processed += 1)).subscribe());
+    await until(() => a.fake().isConnected(), 'A connects');
+    a.fake().produce(T, 0, 5);
+    a.fake().rebalanceAssign([tp(0)]);
+    await until(() => processed === 5, 'A processed everything');
+    const revokedAt = Date.now();
+    a.fake().rebalanceRevoke([tp(0)]);
     await until(
       () => a.events.some((e) => e.type === 'revoked' || e.type === 'lost'),
       'A released',
-      3000,
+      5000,
     );
+    // Held past the drain deadline, released before max.poll.interval.ms.
+    assert.ok(Date.now() - revokedAt >= 1000 && Date.now() - revokedAt < 1500 + 500);
     const final = a.events.find((e) => e.type === 'committed');
     assert.ok(
       final?.type === 'committed' && final.results[0]?.status === 'failed',
       `the unanswered final commit is not reported as committed: ${JSON.stringify(final)}`,
     );
     assert.equal(committed(a), undefined, 'not applied yet when A released');
-    await until(() => committed(a) === 5, 'the late answer applied', 5000);
+    assert.ok(
+      lines.some((l) =>
+        l.includes('librdkafka still holds the final commit at the rebalance deadline'),
+      ),
+    );
+    await until(() => committed(a) === 5, 'the late answer applied', 15_000);
     await until(
       () => lines.some((l) => l.includes('a commit that had timed out was applied late')),
       'the late landing is logged',

@@ -60,6 +60,59 @@ describe('revoke protocol', () => {
     await h.consumer.close();
   });
 
+  it('holds the partitions while librdkafka still holds their final commit, and counts it applied late (KIP-848, coordinator unreachable)', async () => {
+    // The coordinator is out of reach from the revoke on: every commit waits in librdkafka's
+    // wait-for-coordinator queue, which it serves after the member's heartbeat once the coordinator
+    // is back. Handed over at the drain deadline, the partition's commit would land after the
+    // heartbeat that released it: after the next owner's commits.
+    let unreachable = false;
+    const h = harness(
+      {
+        drainTimeoutMs: 300,
+        commitTimeoutMs: 100,
+        config: { 'group.protocol': 'consumer', 'max.poll.interval.ms': 20_000 },
+      },
+      {
+        groupProtocol: 'consumer',
+        commitPlan: () => (unreachable ? { polls: 1, held: true, deferred: true } : { polls: 1 }),
+      },
+    );
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().commits.get(`${T}[0]`) === 5, 'the periodic commit of 5');
+    h.fake().produce(T, 0, 3);
+    await until(
+      () => (h.consumer.metrics().messages.processed ?? 0) >= 8,
+      'the three new messages processed',
+    );
+    unreachable = true;
+    const revokedAt = Date.now();
+    h.fake().rebalanceRevoke([tp(0)]);
+    // Well past the drain deadline: still held, not handed over.
+    await until(() => Date.now() - revokedAt > 900, 'the drain deadline to pass');
+    assert.ok(!h.events.some((e) => e.type === 'revoked' || e.type === 'lost'));
+    assert.ok(
+      !h
+        .fake()
+        .ops()
+        .some((o) => o.startsWith('incrementalUnassign')),
+      'handed over while held',
+    );
+    unreachable = false;
+    h.fake().releaseHeld(); // the coordinator is back
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    const committed = h.events.find((e) => e.type === 'committed');
+    assert.ok(committed?.type === 'committed');
+    assert.deepEqual(
+      committed.results.map((r) => [r.partition, r.status, r.status === 'committed' && r.offset]),
+      [[0, 'committed', 8]],
+    );
+    assert.equal(h.fake().commits.get(`${T}[0]`), 8, 'what Kafka holds');
+    await h.consumer.close();
+  });
+
   it('turns a revoke whose commit is refused with ILLEGAL_GENERATION into lost', async () => {
     let refuse = false;
     const h = harness({}, { commitResult: () => (refuse ? E.ERR_ILLEGAL_GENERATION : undefined) });

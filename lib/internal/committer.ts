@@ -68,7 +68,16 @@ export interface OffsetCommits {
     controls: Iterable<PartitionControl>,
     isCurrent: (control: PartitionControl) => boolean,
   ): void;
-  commitFinal(controls: PartitionControl[], deadline: number): Promise<PartitionCommitResult[]>;
+  /**
+   * The final commit of revoked partitions, retried until `deadline`; a commit librdkafka still
+   * holds then (it cannot be cancelled, and could land after the next owner's) is waited for until
+   * `holdBy`.
+   */
+  commitFinal(
+    controls: PartitionControl[],
+    deadline: number,
+    holdBy?: () => number,
+  ): Promise<PartitionCommitResult[]>;
   /** Partitions released as lost (nothing committed for them). */
   lost(controls: readonly PartitionControl[]): void;
   /** Transactions only: what the last final commit did with the open transaction. */
@@ -250,12 +259,20 @@ export class Committer implements OffsetCommits {
     }
   }
 
-  /** Commits the final offsets of revoked partitions and waits for the broker's answer. */
+  /**
+   * Commits the final offsets of revoked partitions and waits for the broker's answer, retrying
+   * until `deadline`. The partitions must not be handed over while librdkafka still holds a commit
+   * of them (one whose wait timed out here: the coordinator unreachable): it could be applied after
+   * the next owner's commits and move the group's offset back. Such a commit is waited for until
+   * `holdBy()` (the revoke's last moment before the broker's rebalance timeout, or sooner when the
+   * consumer closes meanwhile); applied late, it counts as committed.
+   */
   async commitFinal(
     controls: PartitionControl[],
     deadline: number,
+    holdBy: () => number = () => deadline,
   ): Promise<PartitionCommitResult[]> {
-    if (this.through) return this.through.commitFinal(controls, deadline);
+    if (this.through) return this.through.commitFinal(controls, deadline, holdBy);
     const results = new Map<PartitionControl, PartitionCommitResult>();
     const toCommit: { control: PartitionControl; offset: number }[] = [];
     const unchanged: { control: PartitionControl; offset: number }[] = [];
@@ -294,7 +311,12 @@ export class Committer implements OffsetCommits {
         ({ control, offset }) => !this.client.canCommit(control.topic, control.partition, offset),
       );
     if (overtakable().length > 0) {
-      await this.host.until(() => overtakable().length === 0, deadline - 100);
+      // Handing the partition over now would let that commit land after the next owner's: wait
+      // for its answer as long as the partition may be held.
+      await this.untilHeld(
+        () => overtakable().length === 0,
+        () => holdBy() - 100,
+      );
       for (const entry of overtakable()) {
         const { control, offset } = entry;
         const earlier = this.client.unanswered(control.topic, control.partition);
@@ -309,6 +331,32 @@ export class Committer implements OffsetCommits {
         toCommit.splice(toCommit.indexOf(entry), 1);
       }
     }
+    // Waiting for an earlier commit may have used the deadline: one attempt then, within holdBy.
+    const retryBy = Math.max(
+      deadline,
+      Math.min(holdBy(), Date.now() + this.settings.commitTimeoutMs),
+    );
+    /** An attempt that timed out here was applied when librdkafka answered it after all. */
+    let appliedLate = false;
+    /** Whether this call still waits for late answers (it stops when it returns). */
+    let awaiting = true;
+    const late = (applied: boolean): boolean => {
+      if (!awaiting) return false;
+      if (applied) appliedLate = true;
+      this.host.changed();
+      return true;
+    };
+    const confirm = (): void => {
+      for (const { control, offset } of toCommit) {
+        control.confirmCommitted(offset);
+        results.set(control, {
+          topic: control.topic,
+          partition: control.partition,
+          status: 'committed',
+          offset,
+        });
+      }
+    };
     let attempt = 0;
     while (toCommit.length > 0) {
       attempt += 1;
@@ -317,23 +365,16 @@ export class Committer implements OffsetCommits {
         partition: control.partition,
         offset,
       }));
-      const remaining = deadline - Date.now();
+      const remaining = retryBy - Date.now();
       const sentAt = Date.now();
       try {
         await this.client.commit(
           offsets,
           Math.max(1, Math.min(this.settings.commitTimeoutMs, remaining)),
+          late,
         );
         this.host.observer().commit('revoke', offsets, Date.now() - sentAt);
-        for (const { control, offset } of toCommit) {
-          control.confirmCommitted(offset);
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'committed',
-            offset,
-          });
-        }
+        confirm();
         break;
       } catch (err) {
         this.host.observer().commit('revoke', offsets, Date.now() - sentAt, err);
@@ -356,10 +397,19 @@ export class Committer implements OffsetCommits {
           (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
         // Refused credentials will not heal within the deadline: one attempt, then release.
         const hopeless = this.host.hopeless();
-        if (retriable && !hopeless && Date.now() + 100 < deadline) {
+        if (appliedLate) {
+          // An earlier attempt that had timed out was answered meanwhile: applied.
+          confirm();
+          break;
+        }
+        if (retriable && !hopeless && Date.now() + 100 < retryBy) {
           this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
           await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
           continue;
+        }
+        if (await this.heldLate(toCommit, () => appliedLate, holdBy)) {
+          confirm();
+          break;
         }
         const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
         if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
@@ -389,6 +439,45 @@ export class Committer implements OffsetCommits {
         break;
       }
     }
+    awaiting = false;
     return controls.map((c) => results.get(c)!);
+  }
+
+  /**
+   * After the final commit failed: while librdkafka still holds attempts of it (timed out here),
+   * waits until `holdBy` for their answers. True if one was applied (the partitions are committed).
+   */
+  private async heldLate(
+    toCommit: readonly { control: PartitionControl; offset: number }[],
+    appliedLate: () => boolean,
+    holdBy: () => number,
+  ): Promise<boolean> {
+    const held = (): PartitionControl[] =>
+      toCommit
+        .map(({ control }) => control)
+        .filter((c) => this.client.unanswered(c.topic, c.partition).length > 0);
+    if (appliedLate() || held().length === 0) return appliedLate();
+    this.logger.warn(
+      { partitions: list(held()), holdForMs: Math.max(0, holdBy() - Date.now()) },
+      'final commit not confirmed, and librdkafka still holds it (the coordinator is unreachable): holding the partitions until it answers, so that it cannot land after the next owner has committed',
+    );
+    await this.untilHeld(() => appliedLate() || held().length === 0, holdBy);
+    if (!appliedLate() && held().length > 0) {
+      this.logger.warn(
+        { partitions: list(held()) },
+        "librdkafka still holds the final commit at the rebalance deadline: releasing the partitions; if the broker applies it after the next owner committed, that owner's offset moves back (duplicates)",
+      );
+    }
+    return appliedLate();
+  }
+
+  /** Waits for `condition` until `by()`, which may move meanwhile (a close brings it forward). */
+  private async untilHeld(condition: () => boolean, by: () => number): Promise<boolean> {
+    for (;;) {
+      const seen = by();
+      await this.host.until(() => condition() || by() !== seen, seen);
+      if (condition()) return true;
+      if (by() === seen || Date.now() >= by()) return false;
+    }
   }
 }

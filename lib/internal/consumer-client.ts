@@ -34,6 +34,11 @@ interface PendingCommit {
   readonly resolve: () => void;
   readonly reject: (err: Error) => void;
   readonly timer: NodeJS.Timeout;
+  /**
+   * Told librdkafka's answer to a commit whose wait timed out here (false: refused or dropped);
+   * returns whether someone still awaited it (then it is not reported as applied behind its back).
+   */
+  readonly late: ((applied: boolean) => boolean) | undefined;
 }
 
 interface PendingProbe {
@@ -175,11 +180,15 @@ export class ConsumerClient {
   /**
    * Sends an asynchronous commit of explicit offsets (each the next offset to read) and resolves
    * when the broker confirmed it. The result only arrives while `consume()` keeps being called.
-   * Rejects with {@link CommitError} (carrying librdkafka's code) or {@link TimeoutError}.
+   * Rejects with {@link CommitError} (carrying librdkafka's code) or {@link TimeoutError}; after a
+   * timeout librdkafka still holds the commit (it cannot be cancelled): `late`, if given, is told
+   * whether it was applied when librdkafka answers (false if it never will: dropped at disconnect),
+   * and returns whether the answer was still awaited.
    */
   commit(
     offsets: readonly TopicPartitionOffset[],
     timeoutMs: number = this.settings.commitTimeoutMs,
+    late?: (applied: boolean) => boolean,
   ): Promise<void> {
     if (offsets.length === 0) return Promise.resolve();
     for (const o of offsets) {
@@ -207,7 +216,7 @@ export class ConsumerClient {
           ),
         );
       }, timeoutMs);
-      const pending: PendingCommit = { offsets: copy, resolve, reject, timer };
+      const pending: PendingCommit = { offsets: copy, resolve, reject, timer, late };
       this.pendingCommits.push(pending);
       try {
         this.raw.commit(copy);
@@ -416,8 +425,15 @@ export class ConsumerClient {
     if (!pending) return;
     clearTimeout(pending.timer);
     if (pending.timedOut) {
-      if (err && err.code !== Code.NO_OFFSET) {
+      const applied = !err || err.code === Code.NO_OFFSET;
+      const awaited = pending.late?.(applied) ?? false;
+      if (!applied) {
         this.logger.info({ err, offsets }, 'late answer to a commit that had timed out: refused');
+      } else if (awaited) {
+        this.logger.info(
+          { offsets: pending.offsets },
+          'late answer to a commit that had timed out: applied',
+        );
       } else {
         // librdkafka cannot cancel a commit: one that timed out here was applied after all. If
         // the partition changed hands meanwhile and its new owner committed further, the group's
@@ -450,7 +466,10 @@ export class ConsumerClient {
 
   private trimTimedOut(): void {
     const timedOut = this.pendingCommits.filter((p) => p.timedOut);
-    if (timedOut.length > 64) this.removePending(timedOut[0]!);
+    if (timedOut.length > 64) {
+      this.removePending(timedOut[0]!);
+      timedOut[0]!.late?.(false);
+    }
   }
 
   private removePending(pending: PendingCommit): void {
@@ -465,6 +484,7 @@ export class ConsumerClient {
     }
     for (const p of this.pendingCommits.splice(0)) {
       clearTimeout(p.timer);
+      if (p.timedOut) p.late?.(false);
       p.reject(
         new CommitError(
           `Commit of ${describe(p.offsets)} abandoned: ${reason}`,

@@ -2,7 +2,9 @@
  * The revoke protocol, top to bottom: a revoked partition's stream ends (no new messages; what
  * has not started is dropped); its in-flight handlers drain; its final offset is committed and
  * confirmed by the broker; only then is it unassigned — within the drain deadline, which a
- * close() in progress brings forward.
+ * close() in progress brings forward. A commit librdkafka still holds at that deadline (the
+ * coordinator unreachable) keeps the partitions until it is answered, up to the broker's
+ * rebalance timeout: handed over, it could land after the next owner's commits.
  *
  * Lost is decided here and only here. A revoke is a loss (handlers aborted, nothing committed,
  * released at once: others may own the partitions already) when librdkafka announced it before
@@ -156,7 +158,13 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
   // Never commit for a partition a newer assignment owns (a stale revoke, Backbeat BB-835): the
   // broker would take it under the current generation and could move the offset backwards.
   const stillOurs = controls.filter((c) => host.stillOwned(c));
-  const results = await committer.commitFinal(stillOurs, deadline);
+  // A commit librdkafka still holds at the deadline (the coordinator unreachable) could land after
+  // the next owner's: the partitions are held for its answer until shortly before the broker's
+  // rebalance timeout (max.poll.interval.ms, counted from before this callback), or the close's.
+  const rebalanceBy =
+    startedAt + settings.maxPollIntervalMs - Math.min(5000, settings.maxPollIntervalMs / 10);
+  const holdBy = (): number => Math.max(Date.now(), Math.min(rebalanceBy, host.closingBy()));
+  const results = await committer.commitFinal(stillOurs, deadline, holdBy);
   for (const c of controls) {
     if (!stillOurs.includes(c)) {
       results.push({

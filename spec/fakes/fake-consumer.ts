@@ -49,6 +49,13 @@ export interface CommitPlan {
    * still wait for it.
    */
   overtaken?: boolean;
+  /**
+   * With `held`: librdkafka's wait-for-coordinator queue. Nothing waits behind it — the member's
+   * later commits, releases (its rejoin or heartbeat) and its leave reach the broker first, as
+   * librdkafka serves them before that queue once the coordinator is back — and it is applied when
+   * released, refused (UNKNOWN_MEMBER_ID) if the member has left by then.
+   */
+  deferred?: boolean;
 }
 
 /** What the broker side learns from a member fake (`member` mode), in the order it learns it. */
@@ -123,6 +130,7 @@ type OutboxItem =
       error: number | undefined;
       held: boolean;
       overtaken: boolean;
+      deferred: boolean;
       /** The member's fencing epoch when it was sent: a fence in between refuses it. */
       epoch: number;
     }
@@ -536,6 +544,7 @@ export class FakeConsumer extends EventEmitter {
       error: plan.error,
       held: plan.held === true,
       overtaken: plan.held === true && plan.overtaken === true,
+      deferred: plan.held === true && plan.deferred === true,
       epoch: this.fenceEpoch,
     });
     return this;
@@ -565,6 +574,7 @@ export class FakeConsumer extends EventEmitter {
         ready.push(item);
         return false;
       }
+      if (item.kind === 'commit' && item.held && item.deferred) return true; // nothing waits for it
       if (item.kind === 'commit' && item.held && item.overtaken && !blocked) {
         overtaken = true;
         return true;
@@ -582,7 +592,9 @@ export class FakeConsumer extends EventEmitter {
   /** Releases and the leave reach the broker at once unless a commit before them waits. */
   private pump(): void {
     for (;;) {
-      const head = this.outbox.find((i) => i.kind !== 'local');
+      const head = this.outbox.find(
+        (i) => i.kind !== 'local' && !(i.kind === 'commit' && i.held && i.deferred),
+      );
       if (head === undefined) return;
       const at = this.outbox.indexOf(head);
       if (head.kind === 'commit') {
@@ -619,6 +631,8 @@ export class FakeConsumer extends EventEmitter {
     if (error === undefined && this.member && item.epoch !== this.fenceEpoch) {
       error = this.fencedWith ?? UNKNOWN_MEMBER_ID;
     }
+    // A deferred commit rebuilt after the member left: the broker does not know the member.
+    if (error === undefined && item.deferred && this.hasLeft) error = UNKNOWN_MEMBER_ID;
     if (error === undefined) for (const o of item.offsets) this.commits.set(key(o), o.offset);
     hooks?.commitApplied?.(item.offsets, error);
     if (!notify) return;

@@ -6,6 +6,7 @@ import { NO_OBSERVER } from '../../lib/internal/engine-observer';
 import { PartitionControl } from '../../lib/internal/partition-control';
 import { tpKey } from '../../lib/internal/rdkafka';
 import type { FakeOptions } from '../fakes/fake-consumer';
+import { waitFor } from '../../lib/testing/wait';
 import { clientOverFake } from '../helpers/client';
 
 const E = Kafka.CODES.ERRORS;
@@ -44,7 +45,7 @@ function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200) {
     polling = false;
     await loop;
   };
-  return { committer, client, fake, control, stop };
+  return { committer, client, fake, control, stop, conditions };
 }
 
 describe('Committer', () => {
@@ -128,6 +129,84 @@ describe('Committer', () => {
       'the final offset was never sent',
     );
     await s.stop();
+  });
+
+  describe('a final commit librdkafka still holds at the deadline (the coordinator unreachable)', () => {
+    const running: (() => Promise<void>)[] = [];
+    afterEach(async () => {
+      for (const stop of running.splice(0)) await stop();
+    });
+
+    /** A member whose first commit librdkafka holds (deferred) until the spec releases it. */
+    function holding() {
+      let first = true;
+      const s = setup(
+        {
+          member: true,
+          commitPlan: () => {
+            const held = first;
+            first = false;
+            return held ? { polls: 1, held: true } : { polls: 1 };
+          },
+        },
+        50,
+      );
+      (s.fake() as unknown as { connected: boolean }).connected = true;
+      running.push(s.stop);
+      return s;
+    }
+
+    it('holds the partitions past the deadline until it is answered, and counts it applied late as committed', async () => {
+      const s = holding();
+      const c = s.control(0, 3);
+      const deadline = Date.now() + 150;
+      const holdBy = Date.now() + 10_000;
+      let settled = false;
+      const final = s.committer
+        .commitFinal([c], deadline, () => holdBy)
+        .finally(() => {
+          settled = true;
+        });
+      // Past the deadline: the attempts timed out here, librdkafka still holds the first one (the
+      // later ones wait behind it on the coordinator connection).
+      await waitFor(() => Date.now() > deadline + 100, { what: 'the deadline to pass' });
+      assert.equal(settled, false, 'released while librdkafka still held the commit');
+      assert.equal(s.fake().commits.get(`${T}[0]`), undefined);
+      s.fake().releaseHeld(); // the coordinator is back: the broker applies it
+      const [result] = await final;
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 3 });
+      assert.equal(c.lastCommitted, 3);
+      assert.equal(s.fake().commits.get(`${T}[0]`), 3, 'what Kafka holds');
+      assert.ok(Date.now() < holdBy);
+      await s.stop();
+    });
+
+    it('releases them as failed at the hold deadline when it is never answered', async () => {
+      const s = holding();
+      const c = s.control(0, 3);
+      const deadline = Date.now() + 100;
+      const holdBy = Date.now() + 400;
+      const [result] = await s.committer.commitFinal([c], deadline, () => holdBy);
+      assert.equal(result?.status, 'failed', JSON.stringify(result));
+      assert.ok(Date.now() >= holdBy - 5, 'held until the hold deadline');
+      assert.equal(c.lastCommitted, undefined);
+      await s.stop();
+    });
+
+    it('ends the hold when the hold deadline is brought forward (a close)', async () => {
+      const s = holding();
+      const c = s.control(0, 3);
+      let holdBy = Date.now() + 30_000;
+      const startedAt = Date.now();
+      const final = s.committer.commitFinal([c], Date.now() + 100, () => holdBy);
+      await waitFor(() => Date.now() > startedAt + 200, { what: 'the deadline to pass' });
+      holdBy = Date.now() + 100;
+      s.conditions.changed();
+      const [result] = await final;
+      assert.equal(result?.status, 'failed');
+      assert.ok(Date.now() - startedAt < 5000, 'the first hold deadline was not waited for');
+      await s.stop();
+    });
   });
 
   it('skips streams that are no longer current or active when the periodic commit is sent', async () => {

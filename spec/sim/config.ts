@@ -85,6 +85,8 @@ export interface SimConfig {
 /** The library's timings in a run (virtual ms). */
 export const TIMINGS = {
   drainTimeoutMs: 5000,
+  /** A revoke holds its partitions for a commit librdkafka still holds until shortly before this. */
+  maxPollIntervalMs: 7000,
   commitTimeoutMs: 200,
   consumeTimeoutMs: 2,
 } as const;

@@ -35,8 +35,8 @@ import { VirtualClock } from './virtual-clock';
 export const TOPIC = 't';
 /** closeTimeoutMs given to every member: close() must resolve within it. */
 const CLOSE_TIMEOUT_MS = TIMINGS.drainTimeoutMs + 15_000;
-/** Longest a rebalance callback may wait for its answer: the drain, the commit, some slack. */
-const CALLBACK_BOUND_MS = TIMINGS.drainTimeoutMs + 2 * TIMINGS.commitTimeoutMs + 3000;
+/** Longest a rebalance callback may wait for its answer: the hold bound of a revoke whose commit librdkafka still holds (shortly before max.poll.interval.ms), some slack. */
+const CALLBACK_BOUND_MS = TIMINGS.maxPollIntervalMs + 1000;
 /** Longest the calm phase may take to process and commit everything. */
 const CALM_BOUND_MS = 60_000;
 const TRACE_TAIL = 400;
@@ -67,6 +67,8 @@ interface Life {
   readonly handlers: Set<PendingHandler>;
   readonly reported: Set<PendingCallback>;
   closeReported: boolean;
+  /** Until when the member cannot reach the coordinator: its commits wait in librdkafka's queue. */
+  unreachableUntil: number | undefined;
 }
 
 export interface SimResult {
@@ -469,6 +471,7 @@ export class Simulation {
           'bootstrap.servers': 'sim:9092',
           'group.id': 'sim',
           ...(this.cfg.protocol === 'kip848' ? { 'group.protocol': 'consumer' } : {}),
+          'max.poll.interval.ms': TIMINGS.maxPollIntervalMs,
         },
         topicConfig: { 'auto.offset.reset': 'earliest' },
         topics: [TOPIC],
@@ -503,6 +506,7 @@ export class Simulation {
       handlers: new Set(),
       reported: new Set(),
       closeReported: false,
+      unreachableUntil: undefined,
     };
     holder.life = life;
     this.lives.push(life);
@@ -684,6 +688,12 @@ export class Simulation {
       this.count('stale');
       return { polls: this.rnd.int(1, 3), error: 113 };
     }
+    const unreachable = life.unreachableUntil;
+    if (unreachable !== undefined && this.clock.now < unreachable) {
+      // The coordinator is still out of reach: this one waits in the same queue.
+      this.count('deferred');
+      return { polls: 1, held: true, deferred: true };
+    }
     const held = life.fake.holdsCommits ? 0 : 4;
     const fate = this.rnd.weighted<'ok' | 'retriable' | 'held' | 'refused'>([
       ['ok', 80],
@@ -700,19 +710,28 @@ export class Simulation {
       }
       case 'held': {
         const long = this.cfg.chaos && this.rnd.chance(0.3);
+        // A long hold outlasts the revoke's drain deadline, not its hold bound (max.poll).
         const ms = long
-          ? TIMINGS.drainTimeoutMs + 500
+          ? TIMINGS.drainTimeoutMs + this.rnd.int(500, 1200)
           : this.rnd.int(TIMINGS.commitTimeoutMs + 1, 3 * TIMINGS.commitTimeoutMs);
         if (long) this.checker.markNotGraceful(`commit ${what} held ${ms} ms`);
         this.count('held');
         // Half of them are sent again after a coordinator change: commits sent later land first.
         const overtaken = this.rnd.chance(0.5);
         if (overtaken) this.count('overtaken');
+        // Of the others, half wait in librdkafka's wait-for-coordinator queue (the coordinator
+        // unreachable for this member until then: its later commits wait there too), which it
+        // serves after the member's rejoin or heartbeat: its releases reach the broker first.
+        const deferred = !overtaken && this.rnd.chance(0.5);
+        if (deferred) {
+          this.count('deferred');
+          life.unreachableUntil = this.clock.now + ms;
+        }
         this.clock.schedule(ms, () => {
           this.log(`${life.id}: the broker gets the held commits`);
           life.fake.releaseHeld();
         });
-        return { polls: 1, held: true, overtaken };
+        return { polls: 1, held: true, overtaken, deferred };
       }
       case 'refused': {
         const code = this.rnd.pick([27, 22]);
