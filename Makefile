@@ -60,8 +60,8 @@ kafka-down: ## Stop the Kafka started by kafka-up
 	$(KAFKA) down
 
 .PHONY: reset-kafka
-reset-kafka: ## Stop Kafka, wipe its data, start it again (empty cluster)
-	$(KAFKA) reset
+reset-kafka: ## Stop Kafka, wipe its data, start it again (an empty one-node cluster: what the suites expect)
+	KAFKA_NODES=1 $(KAFKA) reset
 
 .PHONY: test-integration
 test-integration: check-native build reset-kafka ## Integration tests against a real broker

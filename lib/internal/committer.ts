@@ -15,6 +15,7 @@ import type { ConsumerClient } from './consumer-client';
 import type { EngineObserver } from './engine-observer';
 import type { PartitionControl } from './partition-control';
 import type { TopicPartitionOffset } from './rdkafka';
+import { TimeoutError } from '../errors';
 import { Code, OWNERSHIP_LOST_CODES, errorMessage, kafkaCodeOf, list } from './rdkafka';
 
 /** Commit errors worth retrying while the revoke deadline allows. */
@@ -337,12 +338,13 @@ export class Committer implements OffsetCommits {
       Math.min(holdBy(), Date.now() + this.settings.commitTimeoutMs),
     );
     /** An attempt that timed out here was applied when librdkafka answered it after all. */
-    let appliedLate = false;
+    /** The late answer to an attempt whose wait timed out here (undefined: none yet). */
+    let lateAnswer: 'applied' | 'refused' | undefined;
     /** Whether this call still waits for late answers (it stops when it returns). */
     let awaiting = true;
     const late = (applied: boolean): boolean => {
       if (!awaiting) return false;
-      if (applied) appliedLate = true;
+      if (applied || lateAnswer === undefined) lateAnswer = applied ? 'applied' : 'refused';
       this.host.changed();
       return true;
     };
@@ -357,6 +359,13 @@ export class Committer implements OffsetCommits {
         });
       }
     };
+    const fail = (reason: string): void => {
+      for (const { control, offset } of toCommit) {
+        results.set(control, failed(control, offset, reason));
+      }
+    };
+    const heldOf = (controls: readonly PartitionControl[]) => (): PartitionControl[] =>
+      controls.filter((c) => this.client.unanswered(c.topic, c.partition).length > 0);
     let attempt = 0;
     while (toCommit.length > 0) {
       attempt += 1;
@@ -367,6 +376,7 @@ export class Committer implements OffsetCommits {
       }));
       const remaining = retryBy - Date.now();
       const sentAt = Date.now();
+      let err: unknown;
       try {
         await this.client.commit(
           offsets,
@@ -376,99 +386,116 @@ export class Committer implements OffsetCommits {
         this.host.observer().commit('revoke', offsets, Date.now() - sentAt);
         confirm();
         break;
-      } catch (err) {
-        this.host.observer().commit('revoke', offsets, Date.now() - sentAt, err);
-        const code = kafkaCodeOf(err);
-        const reason = errorMessage(err);
-        if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
-          for (const { control } of toCommit) {
-            control.fence('lost');
-            results.set(control, {
-              topic: control.topic,
-              partition: control.partition,
-              status: 'lost',
-              reason,
-            });
-          }
-          break;
-        }
-        const retriable =
-          (code !== undefined && RETRIABLE_COMMIT_CODES.has(code)) ||
-          (err as { code?: string }).code === 'ERR_RKC_TIMEOUT';
-        // Refused credentials will not heal within the deadline: one attempt, then release.
-        const hopeless = this.host.hopeless();
-        if (appliedLate) {
-          // An earlier attempt that had timed out was answered meanwhile: applied.
+      } catch (e) {
+        err = e;
+      }
+      this.host.observer().commit('revoke', offsets, Date.now() - sentAt, err);
+      const reason = errorMessage(err);
+      // Refused credentials will not heal within the deadline: one attempt, then release.
+      const hopeless = this.host.hopeless();
+      if (err instanceof TimeoutError) {
+        // librdkafka still holds this attempt: it cannot be cancelled, and librdkafka retries and
+        // defers it itself (until the coordinator is back). Another one would only queue a copy
+        // behind it: wait for its answer instead, past the deadline if need be (see holdFor).
+        lateAnswer = undefined;
+        const answered = await this.holdFor(
+          heldOf(toCommit.map(({ control }) => control)),
+          () => lateAnswer !== undefined,
+          deadline,
+          holdBy,
+        );
+        if (lateAnswer === 'applied') {
           confirm();
           break;
         }
-        if (retriable && !hopeless && Date.now() + 100 < retryBy) {
+        if (answered && !hopeless && Date.now() + 100 < retryBy) {
+          // Refused when it was answered at last (its code is not known here): send it again.
           this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
-          await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
           continue;
         }
-        if (await this.heldLate(toCommit, () => appliedLate, holdBy)) {
-          confirm();
-          break;
-        }
-        const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
-        if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
-          // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
-          // commit topic by topic so the live ones are confirmed.
-          for (const topic of topics) {
-            const own = toCommit.filter(({ control }) => control.topic === topic);
-            const split = await this.commitFinal(
-              own.map(({ control }) => control),
-              deadline,
-            );
-            own.forEach(({ control }, i) => results.set(control, split[i]!));
-          }
-          break;
-        }
         this.logger.warn(
-          { err, offsets, code },
-          code === Code.REBALANCE_IN_PROGRESS
-            ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
-            : code === Code.UNKNOWN_TOPIC_OR_PART
-              ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
-              : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+          { err, offsets },
+          'final commit failed: not committed; the next owner will process these messages again (duplicates)',
         );
-        for (const { control, offset } of toCommit) {
-          results.set(control, failed(control, offset, reason));
+        fail(answered ? reason : `${reason}; still held by librdkafka at the rebalance deadline`);
+        break;
+      }
+      const code = kafkaCodeOf(err);
+      if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
+        for (const { control } of toCommit) {
+          control.fence('lost');
+          results.set(control, {
+            topic: control.topic,
+            partition: control.partition,
+            status: 'lost',
+            reason,
+          });
         }
         break;
       }
+      const retriable = code !== undefined && RETRIABLE_COMMIT_CODES.has(code);
+      if (retriable && !hopeless && Date.now() + 100 < retryBy) {
+        this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
+        await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+        continue;
+      }
+      const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
+      if (code === Code.UNKNOWN_TOPIC_OR_PART && topics.length > 1) {
+        // A deleted topic fails the whole commit (node-rdkafka drops the per-partition errors):
+        // commit topic by topic so the live ones are confirmed.
+        for (const topic of topics) {
+          const own = toCommit.filter(({ control }) => control.topic === topic);
+          const split = await this.commitFinal(
+            own.map(({ control }) => control),
+            deadline,
+            holdBy,
+          );
+          own.forEach(({ control }, i) => results.set(control, split[i]!));
+        }
+        break;
+      }
+      this.logger.warn(
+        { err, offsets, code },
+        code === Code.REBALANCE_IN_PROGRESS
+          ? 'final commit rejected (rebalance in progress): not committed; the next owner will process these messages again (duplicates)'
+          : code === Code.UNKNOWN_TOPIC_OR_PART
+            ? 'final commit refused: unknown topic or partition (the topic was deleted, or the coordinator does not know it yet); if it still exists, the next owner will process these messages again (duplicates)'
+            : 'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+      );
+      fail(reason);
+      break;
     }
     awaiting = false;
+    // Whatever the outcome: no handover while librdkafka still holds a commit of these partitions
+    // (an earlier copy, a periodic one): it could land after the next owner's commits.
+    await this.holdFor(heldOf(controls), () => false, deadline, holdBy);
     return controls.map((c) => results.get(c)!);
   }
 
   /**
-   * After the final commit failed: while librdkafka still holds attempts of it (timed out here),
-   * waits until `holdBy` for their answers. True if one was applied (the partitions are committed).
+   * Waits until librdkafka holds no commit of `held()`'s partitions any more, or `done()`: silently
+   * until `deadline`, then (warning that the partitions are held) until `holdBy()`. False if they
+   * are still held then (warned: the partitions are released anyway).
    */
-  private async heldLate(
-    toCommit: readonly { control: PartitionControl; offset: number }[],
-    appliedLate: () => boolean,
+  private async holdFor(
+    held: () => PartitionControl[],
+    done: () => boolean,
+    deadline: number,
     holdBy: () => number,
   ): Promise<boolean> {
-    const held = (): PartitionControl[] =>
-      toCommit
-        .map(({ control }) => control)
-        .filter((c) => this.client.unanswered(c.topic, c.partition).length > 0);
-    if (appliedLate() || held().length === 0) return appliedLate();
+    const settled = (): boolean => done() || held().length === 0;
+    if (settled()) return true;
+    if (await this.untilHeld(settled, () => Math.min(deadline, holdBy()))) return true;
     this.logger.warn(
       { partitions: list(held()), holdForMs: Math.max(0, holdBy() - Date.now()) },
       'final commit not confirmed, and librdkafka still holds it (the coordinator is unreachable): holding the partitions until it answers, so that it cannot land after the next owner has committed',
     );
-    await this.untilHeld(() => appliedLate() || held().length === 0, holdBy);
-    if (!appliedLate() && held().length > 0) {
-      this.logger.warn(
-        { partitions: list(held()) },
-        "librdkafka still holds the final commit at the rebalance deadline: releasing the partitions; if the broker applies it after the next owner committed, that owner's offset moves back (duplicates)",
-      );
-    }
-    return appliedLate();
+    if (await this.untilHeld(settled, holdBy)) return true;
+    this.logger.warn(
+      { partitions: list(held()) },
+      "librdkafka still holds the final commit at the rebalance deadline: releasing the partitions; if the broker applies it after the next owner committed, that owner's offset moves back (duplicates)",
+    );
+    return false;
   }
 
   /** Waits for `condition` until `by()`, which may move meanwhile (a close brings it forward). */

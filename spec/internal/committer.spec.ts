@@ -159,7 +159,7 @@ describe('Committer', () => {
     it('holds the partitions past the deadline until it is answered, and counts it applied late as committed', async () => {
       const s = holding();
       const c = s.control(0, 3);
-      const deadline = Date.now() + 150;
+      const deadline = Date.now() + 500; // room for several 50 ms attempts
       const holdBy = Date.now() + 10_000;
       let settled = false;
       const final = s.committer
@@ -172,12 +172,58 @@ describe('Committer', () => {
       await waitFor(() => Date.now() > deadline + 100, { what: 'the deadline to pass' });
       assert.equal(settled, false, 'released while librdkafka still held the commit');
       assert.equal(s.fake().commits.get(`${T}[0]`), undefined);
+      // One request: librdkafka retries and defers it itself; another would queue a second copy
+      // that could land after the partition changed hands.
+      assert.equal(
+        s
+          .fake()
+          .ops()
+          .filter((o) => o.startsWith('commit(')).length,
+        1,
+      );
       s.fake().releaseHeld(); // the coordinator is back: the broker applies it
       const [result] = await final;
       assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 3 });
       assert.equal(c.lastCommitted, 3);
       assert.equal(s.fake().commits.get(`${T}[0]`), 3, 'what Kafka holds');
       assert.ok(Date.now() < holdBy);
+      await s.stop();
+    });
+
+    it('holds them while an earlier commit of the same offset is still held, even once the final one is confirmed', async () => {
+      // The periodic commit of 3 waits in librdkafka (the final one, of the same offset, is sent
+      // past it and confirmed): handed over now, the periodic copy could land after the next
+      // owner's commits.
+      let first = true;
+      const s = setup(
+        {
+          member: true,
+          commitPlan: () => {
+            const held = first;
+            first = false;
+            return held ? { polls: 1, held: true, overtaken: true } : { polls: 1 };
+          },
+        },
+        50,
+      );
+      (s.fake() as unknown as { connected: boolean }).connected = true;
+      running.push(s.stop);
+      const c = s.control(0, 3);
+      s.committer.maybeCommit([c], () => true);
+      await waitFor(() => !s.committer.periodicInFlight, { what: 'the periodic wait to time out' });
+      const deadline = Date.now() + 150;
+      let settled = false;
+      const final = s.committer
+        .commitFinal([c], deadline, () => Date.now() + 10_000)
+        .finally(() => {
+          settled = true;
+        });
+      await waitFor(() => Date.now() > deadline + 100, { what: 'the deadline to pass' });
+      assert.equal(s.fake().commits.get(`${T}[0]`), 3, 'the final commit was applied');
+      assert.equal(settled, false, 'released while the periodic copy was still held');
+      s.fake().releaseHeld();
+      const [result] = await final;
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 3 });
       await s.stop();
     });
 
