@@ -669,7 +669,7 @@ type UnexplainedDuplicate = DuplicateVerdict<WorkerRun>['unexplained'][number];
 /**
  * Unexplained duplicates as a few lines a CI excerpt (the output's tail) can carry: contiguous
  * offsets of one partition processed by the same workers as one range, then, for each worker that
- * processed a range first, what it recorded about that partition (its final commits, refusals,
+ * processed one, what it recorded about that partition (its final commits, refusals,
  * losses, revokes, its stop) and the warnings its log holds, in ms since the run began (the kill
  * and the coordinator's move too, in the broker-failure variant).
  */
@@ -706,7 +706,7 @@ function describeUnexplained(
     lines.push(
       `duplicate ${d.partition}@${ranges.join(',')} (${group.length}) by ${d.list.map((x) => `${x.worker.pid}(${stopKind(x.worker)}) at ${t(x.at)}`).join(', ')}: not explained by a crash, a failed commit or a lost partition after the last confirmed commit`,
     );
-    for (const { worker } of d.list.slice(0, -1))
+    for (const { worker } of d.list)
       first.set(worker, (first.get(worker) ?? new Set()).add(d.partition));
   }
   if (broker)

@@ -1,8 +1,11 @@
 /**
- * The chaos verdict on records processed more than once: every processing but the last one (in
- * time) must be explained by what happened to the worker that did it — a crash, a freeze, or,
- * where the variant makes the world misbehave, a final commit that demonstrably failed or the
- * partition lost — and only from its last confirmed final commit of that partition on.
+ * The chaos verdict on records processed more than once: a record processed k times is a
+ * duplicate k − 1 times, and each of those needs a processing whose work demonstrably did not
+ * count — by a worker that crashed, froze, or (where the variant makes the world misbehave) saw
+ * the partition's final commit fail or the partition lost, and only from its last confirmed final
+ * commit of that partition on. Which processing that is does not depend on the order: a worker
+ * started later may process a record first and fail to commit it, and a frozen worker's handlers
+ * complete after it wakes, later than the new owner's processing of the same records.
  */
 
 /** One processing of a record: by which worker, when (the worker's clock, ms since the epoch). */
@@ -34,8 +37,7 @@ export interface DuplicateVerdict<W> {
 
 /**
  * Judges every record processed more than once. `processings` maps `partition@offset` to who
- * processed it, in any order (sorted by time here: a worker started later may well process a
- * record first, and one started earlier redo it). `stuck` records (a hung handler that completed
+ * processed it, in any order (listed by time in the verdict). `stuck` records (a hung handler that completed
  * late) are explained; `worldMisbehaves` says whether refused commits and losses may excuse.
  */
 export function judgeDuplicates<W>(
@@ -52,18 +54,18 @@ export function judgeDuplicates<W>(
     const list = [...unordered].sort((a, b) => a.at - b.at);
     duplicates += list.length - 1;
     const [partition, offset] = k.split('@').map(Number) as [number, number];
-    const ok = list.every(({ worker }, i) => {
-      if (i === list.length - 1) return true; // the last processing is the one that counts
-      if (stuck.has(k)) return true; // the hung handler's late completion
+    const excused = list.filter(({ worker }) => {
       const f = facts(worker);
       // A crash, a freeze past the session timeout, or (where the world misbehaves) a final
       // commit that demonstrably failed or the partition lost: taken away without a chance to
       // commit, e.g. the coordinator gone for longer than the session timeout.
-      const excused =
+      const why =
         f.abrupt ||
         (worldMisbehaves && (f.failedCommits.has(partition) || f.lostPartitions.has(partition)));
-      return excused && offset >= f.lastCommit(partition);
-    });
+      return why && offset >= f.lastCommit(partition);
+    }).length;
+    // The hung handler's late completion is explained whoever ran it.
+    const ok = stuck.has(k) || excused >= list.length - 1;
     if (ok) explained += list.length - 1;
     else unexplained.push({ partition, offset, list });
   }

@@ -366,15 +366,28 @@ export class Committer implements OffsetCommits {
     };
     const heldOf = (controls: readonly PartitionControl[]) => (): PartitionControl[] =>
       controls.filter((c) => this.client.unanswered(c.topic, c.partition).length > 0);
+    // Nothing is sent past the hold bound (a close may bring it before the deadline).
+    const sendBy = (): number => Math.min(retryBy, holdBy());
     let attempt = 0;
+    /** Why the last attempt failed (a retry is due). */
+    let retrying: string | undefined;
     while (toCommit.length > 0) {
+      if (retrying !== undefined && Date.now() >= sendBy()) {
+        // The bound moved while the retry waited (a close): no more attempts.
+        this.logger.warn(
+          { offsets: toCommit.map(({ control, offset }) => `${control.partition}@${offset}`) },
+          'final commit failed: not committed; the next owner will process these messages again (duplicates)',
+        );
+        fail(retrying);
+        break;
+      }
       attempt += 1;
       const offsets = toCommit.map(({ control, offset }) => ({
         topic: control.topic,
         partition: control.partition,
         offset,
       }));
-      const remaining = retryBy - Date.now();
+      const remaining = sendBy() - Date.now();
       const sentAt = Date.now();
       let err: unknown;
       try {
@@ -408,9 +421,10 @@ export class Committer implements OffsetCommits {
           confirm();
           break;
         }
-        if (answered && !hopeless && Date.now() + 100 < retryBy) {
+        if (answered && !hopeless && Date.now() + 100 < sendBy()) {
           // Refused when it was answered at last (its code is not known here): send it again.
           this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
+          retrying = reason;
           continue;
         }
         this.logger.warn(
@@ -434,9 +448,13 @@ export class Committer implements OffsetCommits {
         break;
       }
       const retriable = code !== undefined && RETRIABLE_COMMIT_CODES.has(code);
-      if (retriable && !hopeless && Date.now() + 100 < retryBy) {
+      if (retriable && !hopeless && Date.now() + 100 < sendBy()) {
         this.logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
-        await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+        retrying = reason;
+        await this.host.until(
+          () => Date.now() >= sendBy(),
+          Math.min(Date.now() + Math.min(100 * attempt, 1000), sendBy()),
+        );
         continue;
       }
       const topics = [...new Set(toCommit.map(({ control }) => control.topic))];
@@ -485,6 +503,8 @@ export class Committer implements OffsetCommits {
   ): Promise<boolean> {
     const settled = (): boolean => done() || held().length === 0;
     if (settled()) return true;
+    // Past the bound already (an earlier hold ran to it and said so, or a close forced it).
+    if (Date.now() >= holdBy()) return false;
     if (await this.untilHeld(settled, () => Math.min(deadline, holdBy()))) return true;
     this.logger.warn(
       { partitions: list(held()), holdForMs: Math.max(0, holdBy() - Date.now()) },

@@ -227,6 +227,36 @@ describe('Committer', () => {
       await s.stop();
     });
 
+    it('sends no attempt past the hold bound when a close brings it before the deadline', async () => {
+      let holdBy = Date.now() + 10_000;
+      const sentAfterHold: number[] = [];
+      const s = setup({
+        member: true,
+        commitPlan: () => {
+          if (Date.now() > holdBy) {
+            sentAfterHold.push(Date.now());
+            return { polls: 1, held: true }; // the coordinator went away meanwhile
+          }
+          return { polls: 1, error: E.ERR_COORDINATOR_NOT_AVAILABLE };
+        },
+      });
+      (s.fake() as unknown as { connected: boolean }).connected = true;
+      running.push(s.stop);
+      const c = s.control(0, 3);
+      const startedAt = Date.now();
+      const final = s.committer.commitFinal([c], Date.now() + 1500, () =>
+        Math.max(Date.now(), holdBy),
+      );
+      await waitFor(() => Date.now() > startedAt + 200, { what: 'a few refused attempts' });
+      holdBy = Date.now() + 50; // close(): the revoke must end by then
+      s.conditions.changed();
+      const [result] = await final;
+      assert.equal(result?.status, 'failed');
+      assert.deepEqual(sentAfterHold, [], 'an attempt was sent after the hold bound');
+      assert.deepEqual(s.client.unanswered(T, 0), [], 'returned with a commit held');
+      await s.stop();
+    });
+
     it('releases them as failed at the hold deadline when it is never answered', async () => {
       const s = holding();
       const c = s.control(0, 3);
