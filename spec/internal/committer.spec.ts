@@ -5,7 +5,7 @@ import { Conditions } from '../../lib/internal/conditions';
 import { NO_OBSERVER } from '../../lib/internal/engine-observer';
 import { PartitionControl } from '../../lib/internal/partition-control';
 import { tpKey } from '../../lib/internal/rdkafka';
-import type { FakeOptions } from '../fakes/fake-consumer';
+import type { CommitPlan, FakeOptions } from '../fakes/fake-consumer';
 import { waitFor } from '../../lib/testing/wait';
 import { clientOverFake } from '../helpers/client';
 
@@ -137,8 +137,8 @@ describe('Committer', () => {
       for (const stop of running.splice(0)) await stop();
     });
 
-    /** A member whose first commit librdkafka holds (deferred) until the spec releases it. */
-    function holding() {
+    /** A member whose first commit librdkafka holds until the spec releases it. */
+    function holding(plan: CommitPlan = { polls: 1, held: true }) {
       let first = true;
       const s = setup(
         {
@@ -146,7 +146,7 @@ describe('Committer', () => {
           commitPlan: () => {
             const held = first;
             first = false;
-            return held ? { polls: 1, held: true } : { polls: 1 };
+            return held ? plan : { polls: 1 };
           },
         },
         50,
@@ -194,20 +194,7 @@ describe('Committer', () => {
       // The periodic commit of 3 waits in librdkafka (the final one, of the same offset, is sent
       // past it and confirmed): handed over now, the periodic copy could land after the next
       // owner's commits.
-      let first = true;
-      const s = setup(
-        {
-          member: true,
-          commitPlan: () => {
-            const held = first;
-            first = false;
-            return held ? { polls: 1, held: true, overtaken: true } : { polls: 1 };
-          },
-        },
-        50,
-      );
-      (s.fake() as unknown as { connected: boolean }).connected = true;
-      running.push(s.stop);
+      const s = holding({ polls: 1, held: true, overtaken: true });
       const c = s.control(0, 3);
       s.committer.maybeCommit([c], () => true);
       await waitFor(() => !s.committer.periodicInFlight, { what: 'the periodic wait to time out' });
