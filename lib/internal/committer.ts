@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
 import type { PartitionCommitResult, RevokeTransaction, TopicPartition } from '../types';
 import type { CompletedStore } from './completed-store';
-import { settlesWithin } from './conditions';
+import { settlesWithin, untilMoving } from './conditions';
 import type { ConsumerClient } from './consumer-client';
 import type { EngineObserver } from './engine-observer';
 import type { PartitionControl } from './partition-control';
@@ -337,7 +337,6 @@ export class Committer implements OffsetCommits {
       deadline,
       Math.min(holdBy(), Date.now() + this.settings.commitTimeoutMs),
     );
-    /** An attempt that timed out here was applied when librdkafka answered it after all. */
     /** The late answer to an attempt whose wait timed out here (undefined: none yet). */
     let lateAnswer: 'applied' | 'refused' | undefined;
     /** Whether this call still waits for late answers (it stops when it returns). */
@@ -519,12 +518,7 @@ export class Committer implements OffsetCommits {
   }
 
   /** Waits for `condition` until `by()`, which may move meanwhile (a close brings it forward). */
-  private async untilHeld(condition: () => boolean, by: () => number): Promise<boolean> {
-    for (;;) {
-      const seen = by();
-      await this.host.until(() => condition() || by() !== seen, seen);
-      if (condition()) return true;
-      if (by() === seen || Date.now() >= by()) return false;
-    }
+  private untilHeld(condition: () => boolean, by: () => number): Promise<boolean> {
+    return untilMoving((c, d) => this.host.until(c, d), condition, by);
   }
 }

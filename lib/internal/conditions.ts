@@ -43,6 +43,23 @@ export class Conditions {
   }
 }
 
+/**
+ * Waits with `until` for `condition` until `by()` — a deadline that may move meanwhile (a close
+ * brings it forward): the wait then starts over with the new one. True once `condition` holds.
+ */
+export async function untilMoving(
+  until: (condition: () => boolean, deadline: number) => Promise<boolean>,
+  condition: () => boolean,
+  by: () => number,
+): Promise<boolean> {
+  for (;;) {
+    const seen = by();
+    await until(() => condition() || by() !== seen, seen);
+    if (condition()) return true;
+    if (by() === seen || Date.now() >= by()) return false;
+  }
+}
+
 /** Whether `promise` settled within `ms` (its outcome is left to it). */
 export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;

@@ -640,8 +640,8 @@ export class ConsumerEngine implements ProcessorHost {
       settings: this.settings,
       staticInstanceId: this.staticInstanceId,
     };
-    await leaveGroup(leaving, closing, releaseBy);
-    await settleCommits(leaving, closing, deadline);
+    await leaveGroup(leaving, releaseBy);
+    await settleCommits(leaving, deadline);
     closing.stage = 'disconnecting';
     await closing.loop;
     this.seeks.rejectAll();

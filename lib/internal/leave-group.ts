@@ -9,6 +9,7 @@ import type { ConsumerSettings } from '../config';
 import type { Assignments } from './assignments';
 import type { Committer } from './committer';
 import type { Conditions } from './conditions';
+import { untilMoving } from './conditions';
 import type { ConsumerClient } from './consumer-client';
 import { list } from './rdkafka';
 import type { RebalanceCoordinator } from './rebalance-coordinator';
@@ -25,22 +26,13 @@ export interface LeavingHost {
   readonly staticInstanceId: string | undefined;
 }
 
-/** The closing state's deadline, which a later close() may bring forward. */
-export interface Closing {
-  readonly deadline: number;
-}
-
 /**
  * Releases every partition through the revoke protocol, then leaves the group — never before a
  * revoke in flight has drained, committed (confirmed) and unassigned: a member that leaves first
  * has its final commits refused (UNKNOWN_MEMBER_ID under KIP-848) and the next owners redo that
  * work. The consume loop keeps polling meanwhile.
  */
-export async function leaveGroup(
-  host: LeavingHost,
-  closing: Closing,
-  releaseBy: () => number,
-): Promise<void> {
+export async function leaveGroup(host: LeavingHost, releaseBy: () => number): Promise<void> {
   const { rebalance, assignments, logger, settings, client } = host;
   // An assignment still waiting for its start offsets is answered now (then revoked below).
   rebalance.answerPending('the consumer is closing');
@@ -51,12 +43,7 @@ export async function leaveGroup(
       { revokes: rebalance.revokesInFlight },
       'closing: waiting for the revoke in flight to finish before leaving the group',
     );
-    const settled = await untilBeforeClose(
-      host,
-      closing,
-      () => rebalance.revokesInFlight === 0,
-      releaseBy,
-    );
+    const settled = await untilBeforeClose(host, () => rebalance.revokesInFlight === 0, releaseBy);
     if (!settled) {
       logger.warn(
         'close deadline passed while a rebalance was still in flight; leaving the group anyway (its unfinished work may be processed again: duplicates)',
@@ -87,7 +74,6 @@ export async function leaveGroup(
   // (a pending assign is answered, then revoked), so its close never waits on us.
   const released = await untilBeforeClose(
     host,
-    closing,
     () =>
       assignments.size === 0 &&
       !rebalance.busy &&
@@ -109,21 +95,12 @@ export async function leaveGroup(
  * could still be applied after this member is gone and move the group's offset back: keep
  * polling, within the deadline, until every commit is answered.
  */
-export async function settleCommits(
-  host: LeavingHost,
-  closing: Closing,
-  deadline: () => number,
-): Promise<void> {
+export async function settleCommits(host: LeavingHost, deadline: () => number): Promise<void> {
   const { committer, client, logger } = host;
   if (committer.periodicInFlight)
-    await untilBeforeClose(host, closing, () => !committer.periodicInFlight, deadline);
+    await untilBeforeClose(host, () => !committer.periodicInFlight, deadline);
   if (client.unansweredCount === 0) return;
-  const answered = await untilBeforeClose(
-    host,
-    closing,
-    () => client.unansweredCount === 0,
-    deadline,
-  );
+  const answered = await untilBeforeClose(host, () => client.unansweredCount === 0, deadline);
   if (!answered) {
     logger.warn(
       { unanswered: client.unansweredCount },
@@ -136,19 +113,13 @@ export async function settleCommits(
  * Waits for `condition` until `by()` — a time derived from the close deadline, which a later
  * close() may bring forward (then the wait starts over with the new time).
  */
-async function untilBeforeClose(
+function untilBeforeClose(
   host: LeavingHost,
-  closing: Closing,
   condition: () => boolean,
   by: () => number,
   pollMs?: number,
 ): Promise<boolean> {
-  for (;;) {
-    const seen = closing.deadline;
-    await host.conditions.until(() => condition() || closing.deadline !== seen, by(), pollMs);
-    if (condition()) return true;
-    if (closing.deadline === seen) return false;
-  }
+  return untilMoving((c, d) => host.conditions.until(c, d, pollMs), condition, by);
 }
 
 function assignmentEmpty(client: ConsumerClient): boolean {

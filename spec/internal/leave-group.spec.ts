@@ -66,7 +66,7 @@ function world(opts: { staticId?: string; revokesInFlight?: number; owned?: numb
 describe('leaveGroup / settleCommits (how a closing consumer leaves)', () => {
   it('ends every stream, then unsubscribes and waits until nothing is assigned', async () => {
     const w = world({ owned: [0, 1] });
-    await leaveGroup(w.host, { deadline: Date.now() + 5000 }, () => Date.now() + 5000);
+    await leaveGroup(w.host, () => Date.now() + 5000);
     assert.deepEqual(w.calls, [
       'answerPending(the consumer is closing)',
       'end(0)',
@@ -77,7 +77,7 @@ describe('leaveGroup / settleCommits (how a closing consumer leaves)', () => {
 
   it('leaves only after the revoke in flight finished', async () => {
     const w = world({ owned: [0], revokesInFlight: 1 });
-    const leaving = leaveGroup(w.host, { deadline: Date.now() + 5000 }, () => Date.now() + 5000);
+    const leaving = leaveGroup(w.host, () => Date.now() + 5000);
     await new Promise((r) => setImmediate(r));
     assert.ok(!w.calls.includes('unsubscribe'), 'not while the revoke is in flight');
     w.rebalance.revokesInFlight = 0;
@@ -88,7 +88,7 @@ describe('leaveGroup / settleCommits (how a closing consumer leaves)', () => {
 
   it('a static classic member releases its partitions locally and never unsubscribes', async () => {
     const w = world({ owned: [3], staticId: 'worker-1' });
-    await leaveGroup(w.host, { deadline: Date.now() + 5000 }, () => Date.now() + 5000);
+    await leaveGroup(w.host, () => Date.now() + 5000);
     assert.ok(w.calls.includes('onRevoke(3)'));
     assert.ok(!w.calls.includes('unsubscribe'));
   });
@@ -97,7 +97,7 @@ describe('leaveGroup / settleCommits (how a closing consumer leaves)', () => {
     const w = world({ owned: [0] });
     w.client.raw.unsubscribe = () => void w.calls.push('unsubscribe'); // librdkafka never revokes
     const started = Date.now();
-    await leaveGroup(w.host, { deadline: started + 100 }, () => started + 100);
+    await leaveGroup(w.host, () => started + 100);
     assert.ok(Date.now() - started >= 90);
   });
 
@@ -106,11 +106,7 @@ describe('leaveGroup / settleCommits (how a closing consumer leaves)', () => {
     w.committer.periodicInFlight = true;
     w.client.unansweredCount = 1;
     let done = false;
-    const settling = settleCommits(
-      w.host,
-      { deadline: Date.now() + 5000 },
-      () => Date.now() + 5000,
-    ).then(() => (done = true));
+    const settling = settleCommits(w.host, () => Date.now() + 5000).then(() => (done = true));
     await new Promise((r) => setImmediate(r));
     w.committer.periodicInFlight = false;
     w.conditions.changed();
