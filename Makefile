@@ -66,7 +66,7 @@ reset-kafka: ## Stop Kafka, wipe its data, start it again (an empty one-node clu
 .PHONY: test-integration
 test-integration: check-native build reset-kafka ## Integration tests against a real broker
 	rm -rf $(TEST_OUTPUT)
-	$(MOCHA) --config .mocharc.integration.json
+	$(MOCHA) --config .mocharc.integration.json || { node scripts/test-output-digest.mjs $(TEST_OUTPUT); exit 1; }
 	rm -rf $(TEST_OUTPUT)
 
 .PHONY: test-package

@@ -164,10 +164,16 @@ describe('observability (real broker)', function () {
 
     // Once the statistics catch up, no owned partition lags.
     for (const c of [a, b]) {
-      await waitFor(() => c.metrics().partitions.every((p) => p.lag === 0), {
-        timeoutMs: 20_000,
-        what: 'zero lag everywhere',
-      });
+      await waitFor(
+        () => {
+          const owned = c.metrics().partitions;
+          return owned.length > 0 && owned.every((p) => p.lag === 0);
+        },
+        {
+          timeoutMs: 20_000,
+          what: 'zero lag everywhere',
+        },
+      );
     }
     const scrape = await registry.metrics();
     assert.match(
