@@ -331,6 +331,22 @@ describe('deterministic simulation of a consumer group', function () {
       ]);
     });
 
+    it('flags an assigned partition that never ended in revoked or lost when rebalances$ completes', () => {
+      const c = checker([10, 10, 10]);
+      c.rebalanceEvent('a', 'assigned', [0, 1], {});
+      c.rebalanceEvent('a', 'revoked', [0], {});
+      c.rebalanceEvent('a', 'assigned', [2], {});
+      c.markNotGraceful('a crash');
+      c.rebalanceEvent('a', 'lost', [2], { reason: 'x' });
+      c.rebalanceEvent('b', 'assigned', [1], {});
+      c.rebalanceEvent('b', 'revoked', [1], {});
+      c.rebalancesCompleted('b');
+      assert.deepEqual(kinds(c), []);
+      c.rebalancesCompleted('a');
+      assert.deepEqual(kinds(c), ['assignment-not-ended']);
+      assert.match(c.violations[0]!.message, /\[1\]/);
+    });
+
     it('lists what is unprocessed or uncommitted', () => {
       const c = checker([2, 0]);
       c.handlerSucceeded('a', 0, 0);

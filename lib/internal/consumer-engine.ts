@@ -651,6 +651,11 @@ export class ConsumerEngine implements ProcessorHost {
       Math.max(closing.deadline - Date.now(), 1000),
     );
     await this.store?.close().catch(() => undefined);
+    // Partitions no revoke released (librdkafka's close fired none for them) still end in events.
+    this.rebalance.endUnrevoked(
+      this.assignments.controls(),
+      'the consumer closed before the partition was released (close deadline)',
+    );
     for (const c of this.assignments.values()) c.release();
     this.assignments.clear();
     this.state = { kind: 'closed', failure: closing.failure };

@@ -139,7 +139,16 @@ export class RebalanceCoordinator {
           { err },
           'rebalance error; releasing the assignment (the group rebalances again; work since the last commit may be redone)',
         );
+        // Released like a loss: handlers aborted, nothing committed (another member may get
+        // them at once), an open transaction with their work aborted.
+        const controls = this.host.assignments.of(list(assignment));
+        const reason = `rebalance error: ${err?.message ?? String(code)}`;
+        this.endUnrevoked(controls, reason, true);
+        for (const c of controls) c.fence(`partition lost: ${reason}`);
+        this.host.committer.lost(controls);
+        this.host.flow.releasing(controls);
         this.unassign(assignment, this.protocol(), this.generation);
+        this.revokeHost.forget(controls);
       }
     } catch (error) {
       this.host.logger.error({ err: error }, 'rebalance handling failed');
@@ -259,7 +268,11 @@ export class RebalanceCoordinator {
     if (protocol !== 'COOPERATIVE') {
       // Eager: the assignment replaces the previous one; nothing else is ours any more.
       const incoming = new Set(partitions.map((tp) => tpKey(tp.topic, tp.partition)));
-      for (const c of assignments.dropUnless((key) => incoming.has(key))) {
+      const dropped = assignments.dropUnless((key) => incoming.has(key));
+      // One whose revoke is in flight ends in that revoke's events; the others in lost.
+      const unrevoked = dropped.filter((c) => !this.revoking.has(c.key));
+      this.endUnrevoked(unrevoked, 'no longer assigned (no revoke covered it)', true);
+      for (const c of dropped) {
         c.fence('no longer assigned');
         superseded.push(c);
       }
@@ -353,6 +366,10 @@ export class RebalanceCoordinator {
 
     if (stage === 'disconnecting') {
       // The final revoke fired by disconnect(): only unassign works now (pitfall 11).
+      this.endUnrevoked(
+        controls,
+        'the consumer disconnected before the partition was released (close deadline)',
+      );
       for (const c of controls) c.fence('consumer closed');
       this.unassign(all, protocol, generation);
       this.revokeHost.forget(controls);
@@ -390,6 +407,52 @@ export class RebalanceCoordinator {
         this.host.changed();
       });
     this.tasks.add(task);
+  }
+
+  /**
+   * Ends the events of partitions released without the revoke protocol (librdkafka's final revoke
+   * at disconnect, a close that left some behind, an eager assignment that no longer holds them,
+   * a rebalance error): every partition an `assigned` event named ends in `revoked` or `lost`.
+   * Nothing is committed here: a partition with nothing in flight and nothing processed since its
+   * last confirmed commit ends in `revoked` (nothing will be redone), any other in `lost`, and
+   * every one in `lost` when `asLost`. Call it before fencing them.
+   */
+  endUnrevoked(controls: readonly PartitionControl[], reason: string, asLost = false): void {
+    if (controls.length === 0) return;
+    const { logger } = this.host;
+    const protocol = this.protocol();
+    const generation = this.generation;
+    const at = Date.now();
+    const clean = (c: PartitionControl): boolean => {
+      const committable = c.ledger.committable();
+      return (
+        !asLost &&
+        c.inFlight === 0 &&
+        (committable === undefined || committable === c.lastCommitted)
+      );
+    };
+    const revoked = list(controls.filter(clean));
+    const lost = list(controls.filter((c) => !clean(c)));
+    if (revoked.length > 0) {
+      logger.info({ generation, partitions: revoked, reason }, 'revoked (nothing to commit)');
+      this.host.emit({
+        type: 'revoked',
+        generation,
+        protocol,
+        partitions: revoked,
+        durationMs: 0,
+        totalMs: 0,
+        handedOver: true,
+        at,
+      });
+    }
+    if (lost.length > 0) {
+      logger.warn(
+        { generation, partitions: lost, reason },
+        'partitions lost: released without a final commit; their work since the last confirmed commit will be redone by the next owner (duplicates)',
+      );
+      this.host.emit({ type: 'lost', generation, protocol, partitions: lost, reason, at });
+    }
   }
 
   /** Under cooperative rebalancing after a newer generation: is the partition still assigned? */

@@ -448,8 +448,48 @@ describe('RebalanceCoordinator', () => {
       assert.equal(c.state, 'fenced');
       assert.equal(s.owner(0), undefined);
       assert.equal(s.coordinator.revokesInFlight, 0);
-      assert.deepEqual(s.types(), ['assigned']);
       assert.deepEqual(s.ops('commit('), []);
+      // Its work since the last confirmed commit will be redone: the assignment ends in `lost`.
+      assert.deepEqual(s.types(), ['assigned', 'lost']);
+      const lost = s.events[1] as Extract<RebalanceEvent, { type: 'lost' }>;
+      assert.deepEqual(lost.partitions, [tp(0)]);
+      assert.match(lost.reason, /disconnect/);
+    });
+
+    it('ends an assignment that arrived while closing in revoked when librdkafka revokes it at disconnect', async () => {
+      const s = world();
+      s.setStage('closing');
+      s.fake().rebalanceAssign([tp(0), tp(1)]);
+      assert.equal(s.owner(0)!.state, 'ending', 'assigned while leaving: ended at once');
+      s.setStage('disconnecting');
+      s.fake().rebalanceRevoke([tp(0), tp(1)]);
+      assert.deepEqual(s.ops('commit('), []);
+      assert.deepEqual(
+        s.types(),
+        ['assigned', 'revoked'],
+        'nothing was processed: nothing to redo',
+      );
+      assert.deepEqual(s.events[1]!.partitions, [tp(0), tp(1)]);
+    });
+
+    it('ends partitions an eager assignment no longer holds in lost (no revoke covered them)', async () => {
+      const s = world();
+      s.fake().rebalanceAssign([tp(0), tp(1)]);
+      s.processed(s.owner(1)!, 2);
+      s.fake().rebalanceAssign([tp(0)]);
+      assert.deepEqual(s.types(), ['assigned', 'lost', 'assigned']);
+      assert.deepEqual(s.events[1]!.partitions, [tp(1)]);
+    });
+
+    it('ends the assignment a rebalance error releases in lost, its handlers aborted', async () => {
+      const s = world();
+      s.fake().rebalanceAssign([tp(0)]);
+      const c = s.owner(0)!;
+      s.coordinator.onRebalance({ code: -1, message: 'boom' } as never, [tp(0)]);
+      assert.equal(c.state, 'fenced');
+      assert.equal(s.owner(0), undefined);
+      assert.deepEqual(s.types(), ['assigned', 'lost']);
+      assert.match((s.events[1] as Extract<RebalanceEvent, { type: 'lost' }>).reason, /boom/);
     });
 
     it('releases the assignment on a rebalance error', () => {

@@ -31,6 +31,8 @@ export type ViolationKind =
   | 'pipeline-failed'
   /** An exception escaped to the event loop (uncaught, or an unhandled rejection). */
   | 'uncaught-error'
+  /** rebalances$ completed with a partition an `assigned` event named never ended in `revoked` or `lost`. */
+  | 'assignment-not-ended'
   /** At the end of a calm phase, some offset was never processed or never committed. */
   | 'not-all-processed';
 
@@ -61,6 +63,8 @@ export class InvariantChecker {
   /** Assign/unassign calls per `life|partition`: an assignment's identity. */
   private readonly epochs = new Map<string, number>();
   private readonly userSeeks = new Map<string, { offset: number; epoch: number }[]>();
+  /** Per life: partitions an `assigned` event named that no `revoked`/`lost` event ended yet. */
+  private readonly openAssignments = new Map<string, Set<number>>();
 
   constructor(
     private readonly now: () => number,
@@ -230,6 +234,10 @@ export class InvariantChecker {
     partitions: readonly number[],
     detail: { timedOut?: boolean; reason?: string; failed?: readonly number[] },
   ): void {
+    const open = this.openAssignments.get(life) ?? new Set<number>();
+    this.openAssignments.set(life, open);
+    if (type === 'assigned') for (const p of partitions) open.add(p);
+    if (type === 'revoked' || type === 'lost') for (const p of partitions) open.delete(p);
     if (!this.graceful) return;
     if (detail.failed !== undefined && detail.failed.length > 0) {
       this.fail(
@@ -245,6 +253,17 @@ export class InvariantChecker {
       this.fail(
         'graceful-revoke-failed',
         `${life}: revoke of [${partitions.join(',')}] passed its drain deadline on a graceful path`,
+      );
+    }
+  }
+
+  /** The life's rebalances$ completed: every partition it was assigned must have ended. */
+  rebalancesCompleted(life: string): void {
+    const open = [...(this.openAssignments.get(life) ?? [])].sort((a, b) => a - b);
+    if (open.length > 0) {
+      this.fail(
+        'assignment-not-ended',
+        `${life}: rebalances$ completed with [${open.join(',')}] assigned but never revoked or lost`,
       );
     }
   }

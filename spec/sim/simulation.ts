@@ -511,7 +511,10 @@ export class Simulation {
     holder.life = life;
     this.lives.push(life);
     this.log(`${id} starts`);
-    consumer.rebalances$.subscribe((e) => this.onRebalanceEvent(life, e));
+    consumer.rebalances$.subscribe({
+      next: (e) => this.onRebalanceEvent(life, e),
+      complete: () => this.checker.rebalancesCompleted(life.id),
+    });
     life.sub = consumer
       .process(this.handler(life), {
         concurrency: this.cfg.concurrency,
