@@ -442,7 +442,8 @@ export class RebalanceCoordinator {
         partitions: revoked,
         durationMs: 0,
         totalMs: 0,
-        handedOver: true,
+        // Only a close ends partitions in revoked here: a static member's stay with its instance id.
+        handedOver: this.host.staticInstanceId === undefined,
         at,
       });
     }
