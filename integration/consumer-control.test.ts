@@ -118,7 +118,13 @@ describe('consumer control (real broker)', function () {
     subs.push(c.process((m) => void seen.push(`${m.partition}@${m.offset}`)).subscribe());
     await waitFor(() => assigned.length > 0, { timeoutMs: 60_000, what: 'an assignment' });
     await produce(topic, [{ key: 'late', value: 'late', partition: 0 }]);
-    // Paused: nothing arrives while we check the group has the partitions.
+    const producedAt = Date.now();
+    // Paused: nothing arrives while the consume loop keeps polling for 1.5 s more (librdkafka had
+    // every chance to fetch), and nothing is committed.
+    await waitFor(() => c.metrics().lastPollAt > producedAt + 1500, {
+      timeoutMs: 10_000,
+      what: 'the consume loop to poll 1.5 s past the late record',
+    });
     await waitFor(
       async () => (await committedOffsets(groupId, topic, 2)).every((o) => o === undefined),
       {

@@ -38,7 +38,7 @@ describe('processBatch()', () => {
     assert.deepEqual(p0.join(',').split(',').map(Number), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     assert.ok(p0.every((b) => b.split(',').length <= 4));
     assert.ok(
-      out.every((p) => p.status === 'processed' && p.result === p.offsets.length),
+      out.length > 0 && out.every((p) => p.status === 'processed' && p.result === p.offsets.length),
       JSON.stringify(out),
     );
     await h.consumer.close();
