@@ -56,8 +56,9 @@ export interface RebalanceEventBase {
  * One phase of a rebalance. A revoke emits `revoking → drained → committed → revoked` in that order;
  * an assignment emits `assigned`; partitions taken away without a chance to commit emit `lost`.
  * Every partition an `assigned` event names is named by a later `revoked` or `lost` event before
- * `rebalances$` completes (a partition released without a revoke, as at a close's disconnect, ends
- * in `revoked` when nothing was processed since its last confirmed commit, else in `lost`).
+ * `rebalances$` completes (a partition released without a revoke, as at a close's disconnect, goes
+ * through `revoking → drained → committed → revoked` at once when nothing was processed since its
+ * last confirmed commit, else ends in `lost`).
  */
 export type RebalanceEvent =
   | (RebalanceEventBase & { readonly type: 'assigned' })

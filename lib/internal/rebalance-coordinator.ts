@@ -414,8 +414,9 @@ export class RebalanceCoordinator {
    * at disconnect, a close that left some behind, an eager assignment that no longer holds them,
    * a rebalance error): every partition an `assigned` event named ends in `revoked` or `lost`.
    * Nothing is committed here: a partition with nothing in flight and nothing processed since its
-   * last confirmed commit ends in `revoked` (nothing will be redone), any other in `lost`, and
-   * every one in `lost` when `asLost`. Call it before fencing them.
+   * last confirmed commit ends in `revoking → drained → committed (unchanged) → revoked`, at once
+   * (nothing will be redone), any other in `lost`, and every one in `lost` when `asLost`. Call it
+   * before fencing them.
    */
   endUnrevoked(controls: readonly PartitionControl[], reason: string, asLost = false): void {
     if (controls.length === 0) return;
@@ -431,10 +432,33 @@ export class RebalanceCoordinator {
         (committable === undefined || committable === c.lastCommitted)
       );
     };
-    const revoked = list(controls.filter(clean));
+    const cleanControls = controls.filter(clean);
+    const revoked = list(cleanControls);
     const lost = list(controls.filter((c) => !clean(c)));
     if (revoked.length > 0) {
+      // The whole sequence, at once: nothing in flight to drain, nothing new to commit.
       logger.info({ generation, partitions: revoked, reason }, 'revoked (nothing to commit)');
+      const base = { generation, protocol, partitions: revoked, at };
+      this.host.emit({ type: 'revoking', ...base });
+      this.host.emit({
+        type: 'drained',
+        ...base,
+        inFlight: 0,
+        stragglers: 0,
+        timedOut: false,
+        durationMs: 0,
+      });
+      this.host.emit({
+        type: 'committed',
+        ...base,
+        results: cleanControls.map((c) => ({
+          topic: c.topic,
+          partition: c.partition,
+          status: 'unchanged' as const,
+          offset: c.lastCommitted,
+        })),
+        durationMs: 0,
+      });
       this.host.emit({
         type: 'revoked',
         generation,

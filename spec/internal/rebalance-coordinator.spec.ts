@@ -466,10 +466,15 @@ describe('RebalanceCoordinator', () => {
       assert.deepEqual(s.ops('commit('), []);
       assert.deepEqual(
         s.types(),
-        ['assigned', 'revoked'],
-        'nothing was processed: nothing to redo',
+        ['assigned', 'revoking', 'drained', 'committed', 'revoked'],
+        'nothing was processed: nothing to redo, the whole revoke sequence at once',
       );
-      assert.deepEqual(s.events[1]!.partitions, [tp(0), tp(1)]);
+      assert.deepEqual(s.events[4]!.partitions, [tp(0), tp(1)]);
+      const committed = s.events[3] as Extract<RebalanceEvent, { type: 'committed' }>;
+      assert.deepEqual(
+        committed.results.map((r) => r.status),
+        ['unchanged', 'unchanged'],
+      );
     });
 
     it('ends partitions an eager assignment no longer holds in lost (no revoke covered them)', async () => {
