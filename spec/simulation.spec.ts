@@ -318,6 +318,8 @@ describe('deterministic simulation of a consumer group', function () {
 
     it('flags lost revokes, failed final commits and drain timeouts on a graceful path only', () => {
       const c = checker();
+      c.rebalanceEvent('a', 'assigned', [0], {});
+      c.rebalanceEvent('a', 'assigned', [0], {});
       c.rebalanceEvent('a', 'lost', [0], { reason: 'x' });
       c.rebalanceEvent('a', 'drained', [0], { timedOut: true });
       c.rebalanceEvent('a', 'committed', [0], { failed: [0] });
@@ -345,6 +347,19 @@ describe('deterministic simulation of a consumer group', function () {
       c.rebalancesCompleted('a');
       assert.deepEqual(kinds(c), ['assignment-not-ended']);
       assert.match(c.violations[0]!.message, /\[1\]/);
+    });
+
+    it('counts overlapping assignments of a partition, and flags a second ending', () => {
+      const c = checker([10]);
+      c.rebalanceEvent('a', 'assigned', [0], {});
+      c.rebalanceEvent('a', 'assigned', [0], {}); // eager, while the old stream's revoke drains
+      c.markNotGraceful('superseded');
+      c.rebalanceEvent('a', 'lost', [0], { reason: 'superseded' });
+      c.rebalancesCompleted('a');
+      assert.deepEqual(kinds(c), ['assignment-not-ended']);
+      c.rebalanceEvent('a', 'revoked', [0], {});
+      c.rebalanceEvent('a', 'revoked', [0], {});
+      assert.deepEqual(kinds(c), ['assignment-not-ended', 'assignment-ended-twice']);
     });
 
     it('lists what is unprocessed or uncommitted', () => {

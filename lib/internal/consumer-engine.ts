@@ -652,7 +652,7 @@ export class ConsumerEngine implements ProcessorHost {
     );
     await this.store?.close().catch(() => undefined);
     // Partitions no revoke released (librdkafka's close fired none for them) still end in events.
-    this.rebalance.endUnrevoked(
+    this.rebalance.endLeftovers(
       this.assignments.controls(),
       'the consumer closed before the partition was released (close deadline)',
     );

@@ -13,20 +13,20 @@ import { evaluateHealth } from '../health';
 import type { ConsumerHealth, HealthOptions } from '../health';
 import type {
   ConsumerMetrics,
-  LastRevoke,
   PartitionMetrics,
-  RebalanceMetrics,
   StalledHandler,
   TransactionMetrics,
 } from '../metrics';
 import type { HandlerResult, KafkaMessage, RebalanceEvent, TopicPartition } from '../types';
 import type { ConsumerEngine } from './consumer-engine';
 import type { CommitKind, EngineObserver } from './engine-observer';
-import { Histogram, LATENCY_BUCKETS_SECONDS, REBALANCE_BUCKETS_SECONDS } from './histogram';
+import { Histogram, LATENCY_BUCKETS_SECONDS } from './histogram';
 import { parseClientStats } from './librdkafka-stats';
 import type { ClientStats } from './librdkafka-stats';
 import type { TopicPartitionOffset } from './rdkafka';
 import { errorMessage, tpKey } from './rdkafka';
+import { RebalanceTally } from './rebalance-tally';
+import type { RebalancePhase } from './rebalance-tally';
 import { RunningHandler, StallDetector } from './stall-detector';
 
 /** The least a message must carry for a handler to be instrumented. */
@@ -34,8 +34,7 @@ export type HandledMessage = Pick<KafkaMessage, 'topic' | 'partition' | 'offset'
   readonly generation?: number;
 };
 
-/** The rebalance phases timed as histograms. */
-export type RebalancePhase = 'drain' | 'commit' | 'release' | 'total';
+export type { RebalancePhase } from './rebalance-tally';
 
 /** Individual observations, for adapters that keep their own histograms (Prometheus). */
 export type Observation =
@@ -56,13 +55,6 @@ export interface PartitionCounters {
   processed: number;
   failed: number;
   stalls: number;
-}
-
-interface PendingRevoke {
-  inFlight: number;
-  drainMs: number;
-  commitMs: number;
-  timedOut: boolean;
 }
 
 const attached = new WeakMap<object, ConsumerObservability>();
@@ -89,25 +81,9 @@ export class ConsumerObservability implements EngineObserver {
   private commitsOk = 0;
   private commitsFailed = 0;
   private readonly commitDuration = new Histogram(LATENCY_BUCKETS_SECONDS);
-  private readonly phases = {
-    drain: new Histogram(REBALANCE_BUCKETS_SECONDS),
-    commit: new Histogram(REBALANCE_BUCKETS_SECONDS),
-    release: new Histogram(REBALANCE_BUCKETS_SECONDS),
-    total: new Histogram(REBALANCE_BUCKETS_SECONDS),
-  };
-  private readonly rebalanceCounts = {
-    assignments: 0,
-    revokes: 0,
-    losses: 0,
-    drainTimeouts: 0,
-    partitionsAssigned: 0,
-    partitionsRevoked: 0,
-    partitionsLost: 0,
-  };
-  private readonly pendingRevokes = new Map<number, PendingRevoke>();
-  private lastRevoke: LastRevoke | undefined;
-  /** When the member last had no partitions and no rebalance to wait for (ms since the epoch). */
-  private waitingSince = 0;
+  private readonly rebalance = new RebalanceTally((phase, ms) =>
+    this.emitObservation({ kind: 'rebalance', phase, ms }),
+  );
   private stats: ClientStats | undefined;
   private statsAt = 0;
   private readonly statsIntervalMs: number;
@@ -182,80 +158,12 @@ export class ConsumerObservability implements EngineObserver {
   // Rebalances
 
   private onRebalance(e: RebalanceEvent): void {
-    const r = this.rebalanceCounts;
-    switch (e.type) {
-      case 'assigned':
-        r.assignments += 1;
-        r.partitionsAssigned += e.partitions.length;
-        break;
-      case 'revoking':
-        this.pendingRevokes.set(e.generation, {
-          inFlight: 0,
-          drainMs: 0,
-          commitMs: 0,
-          timedOut: false,
-        });
-        break;
-      case 'drained': {
-        const p = this.pendingRevokes.get(e.generation);
-        if (p) {
-          p.inFlight = e.inFlight;
-          p.drainMs = e.durationMs;
-          p.timedOut = e.timedOut;
-        }
-        if (e.timedOut) r.drainTimeouts += 1;
-        this.observePhase('drain', e.durationMs);
-        break;
-      }
-      case 'committed': {
-        const p = this.pendingRevokes.get(e.generation);
-        if (p) p.commitMs = e.durationMs;
-        this.observePhase('commit', e.durationMs);
-        break;
-      }
-      case 'revoked': {
-        const p = this.pendingRevokes.get(e.generation);
-        this.pendingRevokes.delete(e.generation);
-        r.revokes += 1;
-        r.partitionsRevoked += e.partitions.length;
-        this.observePhase('release', e.durationMs);
-        this.observePhase('total', e.totalMs);
-        this.lastRevoke = {
-          generation: e.generation,
-          protocol: e.protocol,
-          partitions: e.partitions,
-          inFlight: p?.inFlight ?? 0,
-          drainMs: p?.drainMs ?? 0,
-          commitMs: p?.commitMs ?? 0,
-          releaseMs: e.durationMs,
-          totalMs: e.totalMs,
-          timedOut: p?.timedOut ?? false,
-          at: e.at,
-        };
-        this.waitingSince = e.at;
-        break;
-      }
-      case 'lost':
-        this.pendingRevokes.delete(e.generation);
-        r.losses += 1;
-        r.partitionsLost += e.partitions.length;
-        this.waitingSince = e.at;
-        break;
-      default: {
-        const never: never = e;
-        throw new Error(`unknown rebalance event ${String(never)}`);
-      }
-    }
+    this.rebalance.observe(e);
     publish(channels.rebalance, () => ({
       group: this.settings.groupId,
       clientId: this.clientId,
       event: e,
     }));
-  }
-
-  private observePhase(phase: RebalancePhase, ms: number): void {
-    this.phases[phase].observe(ms);
-    this.emitObservation({ kind: 'rebalance', phase, ms });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -511,15 +419,6 @@ export class ConsumerObservability implements EngineObserver {
         committedOffset: s?.committedOffset,
       });
     }
-    const rebalances: RebalanceMetrics = {
-      ...this.rebalanceCounts,
-      drain: this.phases.drain.snapshot(),
-      commit: this.phases.commit.snapshot(),
-      release: this.phases.release.snapshot(),
-      total: this.phases.total.snapshot(),
-      last: this.lastRevoke,
-      fetchWakes: this.engine.fetchWakes,
-    };
     return {
       at: now,
       group: this.settings.groupId,
@@ -540,7 +439,7 @@ export class ConsumerObservability implements EngineObserver {
         failed: this.commitsFailed,
         duration: this.commitDuration.snapshot(),
       },
-      rebalances,
+      rebalances: this.rebalance.snapshot(this.engine.fetchWakes),
       stalledHandlers: this.stalledHandlers(),
       stalls: this.stalls.stallsTotal,
       lastPollAt: this.engine.lastPollAt,
@@ -591,7 +490,7 @@ export class ConsumerObservability implements EngineObserver {
       clientConnected,
       assignedPartitions: this.engine.controls().length,
       rebalancing: this.engine.rebalancing,
-      waitingSince: Math.max(this.waitingSince, this.engine.runningSince),
+      waitingSince: Math.max(this.rebalance.waitingSince, this.engine.runningSince),
       maxPollIntervalMs: this.settings.maxPollIntervalMs,
       lastPollAt: this.engine.lastPollAt,
       maxPollAgeMs,

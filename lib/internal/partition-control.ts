@@ -45,6 +45,7 @@ export class PartitionControl implements PartitionStream {
   private paused_ = false;
   /** Offsets a previous owner already finished (completed-offset memory): skipped, not redone. */
   private skip: Set<number> | undefined;
+  private endingClaimed = false;
 
   constructor(
     readonly topic: string,
@@ -81,6 +82,29 @@ export class PartitionControl implements PartitionStream {
   /** The last offset the broker confirmed for this assignment (written by the committer). */
   get lastCommitted(): number | undefined {
     return this.lastCommitted_;
+  }
+
+  /**
+   * Claims this stream's ending event (`revoked` or `lost`): true once, for whichever path releases
+   * it first (the revoke protocol, a close, a rebalance error), so that no partition ends twice.
+   */
+  claimEnding(): boolean {
+    if (this.endingClaimed) return false;
+    this.endingClaimed = true;
+    return true;
+  }
+
+  /**
+   * Whether releasing it now, without a final commit, leaves work the next owner redoes: a handler
+   * in flight, or anything finished that the last confirmed commit does not cover.
+   */
+  get workSinceCommit(): boolean {
+    if (!this.ledger.hasDeliveries) return false;
+    return (
+      this.inFlight > 0 ||
+      this.ledger.committable() !== this.lastCommitted_ ||
+      this.ledger.completedAbove(1).length > 0
+    );
   }
 
   /** Paused by the library for backpressure (written by flow control). */

@@ -74,6 +74,8 @@ export class RebalanceCoordinator {
   private revokes = 0;
   /** Partitions whose revoke is in flight. */
   private readonly revoking = new Set<string>();
+  /** The streams those revokes release (each ends in its revoke's events). */
+  private readonly revokingStreams = new Set<PartitionControl>();
   /** Why librdkafka says this member was dropped from the group, until the next rebalance. */
   private suspectLost: string | undefined;
   private readonly revokeHost: RevokeHost;
@@ -143,11 +145,12 @@ export class RebalanceCoordinator {
         // them at once), an open transaction with their work aborted.
         const controls = this.host.assignments.of(list(assignment));
         const reason = `rebalance error: ${err?.message ?? String(code)}`;
-        this.endUnrevoked(controls, reason, true);
+        const generation = ++this.generation;
+        this.endUnrevoked(controls, reason, generation, true);
         for (const c of controls) c.fence(`partition lost: ${reason}`);
         this.host.committer.lost(controls);
         this.host.flow.releasing(controls);
-        this.unassign(assignment, this.protocol(), this.generation);
+        this.unassign(assignment, this.protocol(), generation);
         this.revokeHost.forget(controls);
       }
     } catch (error) {
@@ -269,9 +272,8 @@ export class RebalanceCoordinator {
       // Eager: the assignment replaces the previous one; nothing else is ours any more.
       const incoming = new Set(partitions.map((tp) => tpKey(tp.topic, tp.partition)));
       const dropped = assignments.dropUnless((key) => incoming.has(key));
-      // One whose revoke is in flight ends in that revoke's events; the others in lost.
-      const unrevoked = dropped.filter((c) => !this.revoking.has(c.key));
-      this.endUnrevoked(unrevoked, 'no longer assigned (no revoke covered it)', true);
+      // Nothing more is committed for them (a revoke in flight finds them superseded): lost.
+      this.endUnrevoked(dropped, 'no longer assigned', generation, true);
       for (const c of dropped) {
         c.fence('no longer assigned');
         superseded.push(c);
@@ -369,10 +371,18 @@ export class RebalanceCoordinator {
       this.endUnrevoked(
         controls,
         'the consumer disconnected before the partition was released (close deadline)',
+        generation,
       );
       for (const c of controls) c.fence('consumer closed');
       this.unassign(all, protocol, generation);
       this.revokeHost.forget(controls);
+      return;
+    }
+    if (controls.length === 0 && partitions.length > 0) {
+      // No stream of ours for any of them (a rebalance error released them already): nothing to
+      // drain, commit or announce.
+      logger.info({ partitions, generation }, 'revoke of partitions without a stream: unassigning');
+      this.unassign(partitions, protocol, generation);
       return;
     }
     const announcedLost = this.suspectLost;
@@ -381,6 +391,7 @@ export class RebalanceCoordinator {
     // must already see this revoke in flight (and wait for it before leaving the group).
     this.revokes += 1;
     for (const tp of partitions) this.revoking.add(tpKey(tp.topic, tp.partition));
+    for (const c of controls) this.revokingStreams.add(c);
     const ctx: RevokeContext = {
       partitions,
       controls,
@@ -403,6 +414,7 @@ export class RebalanceCoordinator {
       .finally(() => {
         this.revokes -= 1;
         for (const tp of partitions) this.revoking.delete(tpKey(tp.topic, tp.partition));
+        for (const c of controls) this.revokingStreams.delete(c);
         this.tasks.delete(task);
         this.host.changed();
       });
@@ -410,31 +422,33 @@ export class RebalanceCoordinator {
   }
 
   /**
-   * Ends the events of partitions released without the revoke protocol (librdkafka's final revoke
-   * at disconnect, a close that left some behind, an eager assignment that no longer holds them,
-   * a rebalance error): every partition an `assigned` event named ends in `revoked` or `lost`.
-   * Nothing is committed here: a partition with nothing in flight and nothing processed since its
-   * last confirmed commit ends in `revoking → drained → committed (unchanged) → revoked`, at once
-   * (nothing will be redone), any other in `lost`, and every one in `lost` when `asLost`. Call it
-   * before fencing them.
+   * Ends the events of streams released without the revoke protocol (librdkafka's final revoke at
+   * disconnect, a close that left some behind, an eager assignment that no longer holds them, a
+   * rebalance error): every partition an `assigned` event named ends once, in `revoked` or `lost`
+   * (a stream another path ended already is skipped). Nothing is committed here: a stream with no
+   * work since its last confirmed commit goes through `revoking → drained → committed (unchanged)
+   * → revoked` at once (nothing will be redone), any other ends in `lost`, and every one in `lost`
+   * when `asLost`. A stream whose revoke is in flight is left to that revoke (it ends it `lost`
+   * when it finds the stream released), unless `evenRevoking` (the consumer is gone: that revoke
+   * will not be heard). `generation` must be one no revoke in flight uses.
    */
-  endUnrevoked(controls: readonly PartitionControl[], reason: string, asLost = false): void {
-    if (controls.length === 0) return;
+  endUnrevoked(
+    controls: readonly PartitionControl[],
+    reason: string,
+    generation: number,
+    asLost = false,
+    evenRevoking = false,
+  ): void {
+    const ending = controls.filter(
+      (c) => (evenRevoking || !this.revokingStreams.has(c)) && c.claimEnding(),
+    );
+    if (ending.length === 0) return;
     const { logger } = this.host;
     const protocol = this.protocol();
-    const generation = this.generation;
     const at = Date.now();
-    const clean = (c: PartitionControl): boolean => {
-      const committable = c.ledger.committable();
-      return (
-        !asLost &&
-        c.inFlight === 0 &&
-        (committable === undefined || committable === c.lastCommitted)
-      );
-    };
-    const cleanControls = controls.filter(clean);
+    const cleanControls = asLost ? [] : ending.filter((c) => !c.workSinceCommit);
     const revoked = list(cleanControls);
-    const lost = list(controls.filter((c) => !clean(c)));
+    const lost = list(ending.filter((c) => !cleanControls.includes(c)));
     if (revoked.length > 0) {
       // The whole sequence, at once: nothing in flight to drain, nothing new to commit.
       logger.info({ generation, partitions: revoked, reason }, 'revoked (nothing to commit)');
@@ -461,14 +475,11 @@ export class RebalanceCoordinator {
       });
       this.host.emit({
         type: 'revoked',
-        generation,
-        protocol,
-        partitions: revoked,
+        ...base,
         durationMs: 0,
         totalMs: 0,
-        // Only a close ends partitions in revoked here: a static member's stay with its instance id.
+        // Only a close ends streams in revoked here: a static member's stay with its instance id.
         handedOver: this.host.staticInstanceId === undefined,
-        at,
       });
     }
     if (lost.length > 0) {
@@ -478,6 +489,14 @@ export class RebalanceCoordinator {
       );
       this.host.emit({ type: 'lost', generation, protocol, partitions: lost, reason, at });
     }
+  }
+
+  /**
+   * The close's last word on streams no revoke released (librdkafka's close fired none for them,
+   * or a revoke in flight will not finish before the consumer is gone): they end now.
+   */
+  endLeftovers(controls: readonly PartitionControl[], reason: string): void {
+    this.endUnrevoked(controls, reason, ++this.generation, false, true);
   }
 
   /** Under cooperative rebalancing after a newer generation: is the partition still assigned? */

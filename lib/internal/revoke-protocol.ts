@@ -202,18 +202,38 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
   for (const c of controls) c.release();
   host.forget(controls);
   const revokedAt = Date.now();
-  if (lost.length > 0) {
-    const reason = lost[0]?.status === 'lost' ? lost[0].reason : 'commit refused';
+  // Each stream ends once (a close or a rebalance error may have ended it meanwhile): in `lost`
+  // when the broker refused the final commit for ownership, or when a newer assignment took it
+  // before its commit (nothing was committed for it); else in `revoked`.
+  const ending = controls.filter((c) => c.claimEnding());
+  const refused = lost.length > 0;
+  const lostEnding = ending.filter((c) => refused || !stillOurs.includes(c));
+  const revokedEnding = ending.filter((c) => !lostEnding.includes(c));
+  if (lostEnding.length > 0) {
+    const first = lost[0] ?? results.find((r) => r.status === 'lost');
+    const reason = first?.status === 'lost' ? first.reason : 'commit refused';
+    const lostPartitions = list(lostEnding);
     logger.warn(
-      { generation, partitions, reason },
-      'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)',
+      { generation, partitions: lostPartitions, reason },
+      refused
+        ? 'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)'
+        : 'partitions lost: a newer assignment took them before the final commit; work since the last confirmed commit will be redone (duplicates)',
     );
-    host.emit({ type: 'lost', generation, protocol, partitions, reason, at: revokedAt });
-  } else {
+    host.emit({
+      type: 'lost',
+      generation,
+      protocol,
+      partitions: lostPartitions,
+      reason,
+      at: revokedAt,
+    });
+  }
+  if (revokedEnding.length > 0) {
+    const revokedPartitions = list(revokedEnding);
     logger.info(
       {
         generation,
-        partitions,
+        partitions: revokedPartitions,
         durationMs: revokedAt - committedAt,
         totalMs: revokedAt - startedAt,
         handedOver,
@@ -227,7 +247,7 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
       type: 'revoked',
       generation,
       protocol,
-      partitions,
+      partitions: revokedPartitions,
       durationMs: revokedAt - committedAt,
       totalMs: revokedAt - startedAt,
       handedOver,
@@ -249,5 +269,8 @@ function releaseLost(ctx: RevokeContext, host: RevokeHost, reason: string): void
     { generation, partitions, reason },
     'partitions lost: nothing committed; their unfinished work will be redone by the next owner',
   );
-  host.emit({ type: 'lost', generation, protocol, partitions, reason, at: Date.now() });
+  // Each stream ends once (a close may have ended it meanwhile).
+  const ending = list(controls.filter((c) => c.claimEnding()));
+  if (ending.length > 0)
+    host.emit({ type: 'lost', generation, protocol, partitions: ending, reason, at: Date.now() });
 }

@@ -33,6 +33,8 @@ export type ViolationKind =
   | 'uncaught-error'
   /** rebalances$ completed with a partition an `assigned` event named never ended in `revoked` or `lost`. */
   | 'assignment-not-ended'
+  /** A `revoked` or `lost` event named a partition with no assignment left to end (ended twice). */
+  | 'assignment-ended-twice'
   /** At the end of a calm phase, some offset was never processed or never committed. */
   | 'not-all-processed';
 
@@ -63,8 +65,11 @@ export class InvariantChecker {
   /** Assign/unassign calls per `life|partition`: an assignment's identity. */
   private readonly epochs = new Map<string, number>();
   private readonly userSeeks = new Map<string, { offset: number; epoch: number }[]>();
-  /** Per life: partitions an `assigned` event named that no `revoked`/`lost` event ended yet. */
-  private readonly openAssignments = new Map<string, Set<number>>();
+  /**
+   * Per life and partition: `assigned` events not ended yet by a `revoked`/`lost` (a count: an
+   * eager assignment may name a partition again while the revoke of its previous stream drains).
+   */
+  private readonly openAssignments = new Map<string, Map<number, number>>();
 
   constructor(
     private readonly now: () => number,
@@ -234,10 +239,20 @@ export class InvariantChecker {
     partitions: readonly number[],
     detail: { timedOut?: boolean; reason?: string; failed?: readonly number[] },
   ): void {
-    const open = this.openAssignments.get(life) ?? new Set<number>();
+    const open = this.openAssignments.get(life) ?? new Map<number, number>();
     this.openAssignments.set(life, open);
-    if (type === 'assigned') for (const p of partitions) open.add(p);
-    if (type === 'revoked' || type === 'lost') for (const p of partitions) open.delete(p);
+    if (type === 'assigned') for (const p of partitions) open.set(p, (open.get(p) ?? 0) + 1);
+    if (type === 'revoked' || type === 'lost') {
+      for (const p of partitions) {
+        const n = open.get(p) ?? 0;
+        if (n === 0) {
+          this.fail(
+            'assignment-ended-twice',
+            `${life}: ${type} of p${p}, which has no assignment left to end (ended twice, or never assigned)`,
+          );
+        } else open.set(p, n - 1);
+      }
+    }
     if (!this.graceful) return;
     if (detail.failed !== undefined && detail.failed.length > 0) {
       this.fail(
@@ -259,7 +274,10 @@ export class InvariantChecker {
 
   /** The life's rebalances$ completed: every partition it was assigned must have ended. */
   rebalancesCompleted(life: string): void {
-    const open = [...(this.openAssignments.get(life) ?? [])].sort((a, b) => a - b);
+    const open = [...(this.openAssignments.get(life) ?? new Map<number, number>())]
+      .filter(([, n]) => n > 0)
+      .map(([p]) => p)
+      .sort((a, b) => a - b);
     if (open.length > 0) {
       this.fail(
         'assignment-not-ended',
