@@ -220,6 +220,83 @@ describe('rebalances$: every assigned partition ends exactly once', () => {
     });
   }
 
+  it('a rebalance error does not overtake an assignment waiting for its onAssign hook (second review)', async () => {
+    const hook = gate();
+    const h = harness(
+      {
+        onAssign: async ({ partition }) => {
+          if (partition === 1) await hook.promise;
+          return 'committed' as const;
+        },
+      },
+      { protocol: 'COOPERATIVE', member: true },
+    );
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 2);
+    h.fake().produce(T, 1, 3);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h, 0) === 2, 'partition 0 committed');
+    h.fake().rebalanceAssign([tp(1)]); // waits for the hook
+    await until(() => h.fake().unanswered().length === 1, 'the assign of 1 waiting');
+    rebalanceError(h, [0]);
+    hook.open();
+    await until(() => committed(h, 1) === 3, 'partition 1 assigned and consumed');
+    assert.deepEqual(h.fake().unanswered(), []);
+    await h.consumer.close();
+    assert.deepEqual(breaches(h.events), [], show(h.events));
+  });
+
+  for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
+    it(`${protocol}: an assignment that names a partition already owned, with no revoke between, ends the old stream (second review)`, async () => {
+      const h = harness({}, { protocol });
+      subs.push(h.consumer.process(() => undefined).subscribe());
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 5);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(h, 0) === 5, 'everything committed');
+      h.fake().rebalanceAssign(protocol === 'EAGER' ? [tp(0), tp(1)] : [tp(0)]);
+      await h.consumer.close();
+      assert.deepEqual(breaches(h.events), [], show(h.events));
+      const r = h.consumer.metrics().rebalances;
+      assert.equal(r.partitionsAssigned, r.partitionsRevoked + r.partitionsLost);
+      // Everything was committed: the replaced stream leaves nothing to redo.
+      assert.equal(r.partitionsLost, 0, show(h.events));
+    });
+  }
+
+  it('a revoke that ends partly lost, partly revoked keeps its phases in the metrics (second review)', async () => {
+    const h = harness({ drainTimeoutMs: 3000 }, { protocol: 'COOPERATIVE' });
+    const slow = gate();
+    const handled: string[] = [];
+    subs.push(
+      h.consumer
+        .process((m: KafkaMessage) => {
+          if (m.partition === 1 && m.offset === 2) return slow.promise;
+          handled.push(`${m.partition}@${m.offset}`);
+          return undefined;
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
+    h.fake().produce(T, 1, 3);
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => committed(h, 1) === 2 && committed(h, 0) === 3, 'commits');
+    h.fake().rebalanceRevoke([tp(0), tp(1)]);
+    await until(() => h.events.some((e) => e.type === 'revoking'), 'revoking');
+    rebalanceError(h, [1]); // releases the stream of 1 under the revoke: lost, the revoke ends it
+    const openedAt = Date.now();
+    await until(() => Date.now() - openedAt >= 120, 'the drain to last a while');
+    slow.open();
+    await until(() => endingOf(h, 0) !== undefined, 'the revoke to end');
+    await h.consumer.close();
+    assert.deepEqual(breaches(h.events), [], show(h.events));
+    const last = h.consumer.metrics().rebalances.last;
+    assert.ok(last !== undefined && last.drainMs >= 100, JSON.stringify(last));
+    assert.equal(last.inFlight, 1);
+  });
+
   it('a stream released without a revoke counts work finished out of order: lost, not revoked', () => {
     const events: RebalanceEvent[] = [];
     const coordinator = new RebalanceCoordinator({

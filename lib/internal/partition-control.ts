@@ -46,6 +46,8 @@ export class PartitionControl implements PartitionStream {
   /** Offsets a previous owner already finished (completed-offset memory): skipped, not redone. */
   private skip: Set<number> | undefined;
   private endingClaimed = false;
+  /** Handlers were in flight when it was fenced (their work may be done, its acks are ignored). */
+  private abandonedWork = false;
 
   constructor(
     readonly topic: string,
@@ -102,6 +104,7 @@ export class PartitionControl implements PartitionStream {
     if (!this.ledger.hasDeliveries) return false;
     return (
       this.inFlight > 0 ||
+      this.abandonedWork ||
       this.ledger.committable() !== this.lastCommitted_ ||
       this.ledger.completedAbove(1).length > 0
     );
@@ -280,6 +283,7 @@ export class PartitionControl implements PartitionStream {
   /** The partition is lost or its deadline passed: abort its signal and ignore later acks. */
   fence(reason: string): void {
     if (this.state_ === 'released') return;
+    if (this.inFlight > 0) this.abandonedWork = true;
     this.end();
     this.state_ = 'fenced';
     if (!this.controller.signal.aborted) this.controller.abort(new Error(reason));

@@ -146,6 +146,9 @@ export class RebalanceCoordinator {
         const controls = this.host.assignments.of(list(assignment));
         const reason = `rebalance error: ${err?.message ?? String(code)}`;
         const generation = ++this.generation;
+        // An assignment still waiting for its start offsets is not overtaken by this release.
+        if (this.pendingAssign && !this.pendingAssign.applied)
+          this.pendingAssign.generation = generation;
         this.endUnrevoked(controls, reason, generation, true);
         for (const c of controls) c.fence(`partition lost: ${reason}`);
         this.host.committer.lost(controls);
@@ -272,13 +275,19 @@ export class RebalanceCoordinator {
       // Eager: the assignment replaces the previous one; nothing else is ours any more.
       const incoming = new Set(partitions.map((tp) => tpKey(tp.topic, tp.partition)));
       const dropped = assignments.dropUnless((key) => incoming.has(key));
-      // Nothing more is committed for them (a revoke in flight finds them superseded): lost.
-      this.endUnrevoked(dropped, 'no longer assigned', generation, true);
+      // Nothing more is committed for them (a revoke in flight finds them superseded).
+      this.endUnrevoked(dropped, 'no longer assigned', generation);
       for (const c of dropped) {
         c.fence('no longer assigned');
         superseded.push(c);
       }
     }
+    // A stream this assignment replaces without a revoke in between ends now (the new stream
+    // starts from the committed offset: its work since then is redone).
+    const replaced = partitions
+      .map((tp) => assignments.get(tpKey(tp.topic, tp.partition)))
+      .filter((c): c is PartitionControl => c !== undefined);
+    this.endUnrevoked(replaced, 'reassigned in a newer generation', generation);
     this.host.assigned(partitions);
     const controls: PartitionControl[] = [];
     for (const tp of partitions) {

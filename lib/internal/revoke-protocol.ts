@@ -167,12 +167,23 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
   const results = await committer.commitFinal(stillOurs, deadline, holdBy);
   for (const c of controls) {
     if (!stillOurs.includes(c)) {
-      results.push({
-        topic: c.topic,
-        partition: c.partition,
-        status: 'lost',
-        reason: 'reassigned by a newer rebalance before the revoke finished',
-      });
+      // Released by another path meanwhile (a newer assignment, librdkafka's final revoke at a
+      // disconnect, a rebalance error): nothing committed for it; lost if that leaves work to redo.
+      results.push(
+        c.workSinceCommit
+          ? {
+              topic: c.topic,
+              partition: c.partition,
+              status: 'lost',
+              reason: 'released by a newer rebalance before the final commit',
+            }
+          : {
+              topic: c.topic,
+              partition: c.partition,
+              status: 'unchanged',
+              offset: c.lastCommitted,
+            },
+      );
     }
   }
   const committedAt = Date.now();
@@ -203,31 +214,13 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
   host.forget(controls);
   const revokedAt = Date.now();
   // Each stream ends once (a close or a rebalance error may have ended it meanwhile): in `lost`
-  // when the broker refused the final commit for ownership, or when a newer assignment took it
-  // before its commit (nothing was committed for it); else in `revoked`.
+  // when the broker refused the final commit for ownership, or when another path released it
+  // before its commit and left work to redo; else in `revoked`.
   const ending = controls.filter((c) => c.claimEnding());
   const refused = lost.length > 0;
-  const lostEnding = ending.filter((c) => refused || !stillOurs.includes(c));
+  const lostEnding = ending.filter((c) => refused || (!stillOurs.includes(c) && c.workSinceCommit));
   const revokedEnding = ending.filter((c) => !lostEnding.includes(c));
-  if (lostEnding.length > 0) {
-    const first = lost[0] ?? results.find((r) => r.status === 'lost');
-    const reason = first?.status === 'lost' ? first.reason : 'commit refused';
-    const lostPartitions = list(lostEnding);
-    logger.warn(
-      { generation, partitions: lostPartitions, reason },
-      refused
-        ? 'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)'
-        : 'partitions lost: a newer assignment took them before the final commit; work since the last confirmed commit will be redone (duplicates)',
-    );
-    host.emit({
-      type: 'lost',
-      generation,
-      protocol,
-      partitions: lostPartitions,
-      reason,
-      at: revokedAt,
-    });
-  }
+  // `revoked` first: the metrics close the revoke's record (its phases) on it.
   if (revokedEnding.length > 0) {
     const revokedPartitions = list(revokedEnding);
     logger.info(
@@ -251,6 +244,25 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
       durationMs: revokedAt - committedAt,
       totalMs: revokedAt - startedAt,
       handedOver,
+      at: revokedAt,
+    });
+  }
+  if (lostEnding.length > 0) {
+    const first = lost[0] ?? results.find((r) => r.status === 'lost');
+    const reason = first?.status === 'lost' ? first.reason : 'commit refused';
+    const lostPartitions = list(lostEnding);
+    logger.warn(
+      { generation, partitions: lostPartitions, reason },
+      refused
+        ? 'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)'
+        : 'partitions lost: released by a newer rebalance before the final commit; work since the last confirmed commit will be redone (duplicates)',
+    );
+    host.emit({
+      type: 'lost',
+      generation,
+      protocol,
+      partitions: lostPartitions,
+      reason,
       at: revokedAt,
     });
   }

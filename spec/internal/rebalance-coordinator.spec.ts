@@ -379,7 +379,7 @@ describe('RebalanceCoordinator', () => {
       const endings = s.events
         .filter((e) => e.type === 'revoked' || e.type === 'lost')
         .map((e) => `${e.type}:${e.partitions.map((p) => p.partition).join(',')}`);
-      assert.deepEqual(endings, ['lost:1,2', 'revoked:0']);
+      assert.deepEqual(endings, ['revoked:0,2', 'lost:1']);
     });
   });
 
@@ -490,13 +490,22 @@ describe('RebalanceCoordinator', () => {
       );
     });
 
-    it('ends partitions an eager assignment no longer holds in lost (no revoke covered them)', async () => {
+    it('ends streams an eager assignment drops or replaces without a revoke: lost with work to redo, else revoked', async () => {
       const s = world();
       s.fake().rebalanceAssign([tp(0), tp(1)]);
       s.processed(s.owner(1)!, 2);
       s.fake().rebalanceAssign([tp(0)]);
-      assert.deepEqual(s.types(), ['assigned', 'lost', 'assigned']);
+      assert.deepEqual(s.types(), [
+        'assigned',
+        'lost', // 1: dropped, 0..1 processed and never committed
+        'revoking', // 0: replaced by a new stream, nothing delivered: nothing to redo
+        'drained',
+        'committed',
+        'revoked',
+        'assigned',
+      ]);
       assert.deepEqual(s.events[1]!.partitions, [tp(1)]);
+      assert.deepEqual(s.events[5]!.partitions, [tp(0)]);
     });
 
     it('ends the assignment a rebalance error releases in lost, its handlers aborted', async () => {
