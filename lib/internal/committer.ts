@@ -339,13 +339,29 @@ export class Committer implements OffsetCommits {
     );
     /** The late answer to an attempt whose wait timed out here (undefined: none yet). */
     let lateAnswer: 'applied' | 'refused' | undefined;
+    /** librdkafka's code for a late refusal (undefined: none, or dropped at disconnect). */
+    let lateCode: number | undefined;
     /** Whether this call still waits for late answers (it stops when it returns). */
     let awaiting = true;
-    const late = (applied: boolean): boolean => {
+    const late = (applied: boolean, code?: number): boolean => {
       if (!awaiting) return false;
-      if (applied || lateAnswer === undefined) lateAnswer = applied ? 'applied' : 'refused';
+      if (applied || lateAnswer === undefined) {
+        lateAnswer = applied ? 'applied' : 'refused';
+        lateCode = applied ? undefined : code;
+      }
       this.host.changed();
       return true;
+    };
+    const markLost = (reason: string): void => {
+      for (const { control } of toCommit) {
+        control.fence('lost');
+        results.set(control, {
+          topic: control.topic,
+          partition: control.partition,
+          status: 'lost',
+          reason,
+        });
+      }
     };
     const confirm = (): void => {
       for (const { control, offset } of toCommit) {
@@ -410,6 +426,7 @@ export class Committer implements OffsetCommits {
         // defers it itself (until the coordinator is back). Another one would only queue a copy
         // behind it: wait for its answer instead, past the deadline if need be (see holdFor).
         lateAnswer = undefined;
+        lateCode = undefined;
         const answered = await this.holdFor(
           heldOf(toCommit.map(({ control }) => control)),
           () => lateAnswer !== undefined,
@@ -418,6 +435,11 @@ export class Committer implements OffsetCommits {
         );
         if (lateAnswer === 'applied') {
           confirm();
+          break;
+        }
+        if (lateCode !== undefined && OWNERSHIP_LOST_CODES.has(lateCode)) {
+          // Refused late because the member no longer owns the partitions (fenced meanwhile).
+          markLost(`${reason}; then refused: ${String(lateCode)}`);
           break;
         }
         if (answered && !hopeless && Date.now() + 100 < sendBy()) {
@@ -435,15 +457,7 @@ export class Committer implements OffsetCommits {
       }
       const code = kafkaCodeOf(err);
       if (code !== undefined && OWNERSHIP_LOST_CODES.has(code)) {
-        for (const { control } of toCommit) {
-          control.fence('lost');
-          results.set(control, {
-            topic: control.topic,
-            partition: control.partition,
-            status: 'lost',
-            reason,
-          });
-        }
+        markLost(reason);
         break;
       }
       const retriable = code !== undefined && RETRIABLE_COMMIT_CODES.has(code);

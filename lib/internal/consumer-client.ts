@@ -38,7 +38,7 @@ interface PendingCommit {
    * Told librdkafka's answer to a commit whose wait timed out here (false: refused or dropped);
    * returns whether someone still awaited it (then it is not reported as applied behind its back).
    */
-  readonly late: ((applied: boolean) => boolean) | undefined;
+  readonly late: ((applied: boolean, code?: number) => boolean) | undefined;
 }
 
 interface PendingProbe {
@@ -183,12 +183,12 @@ export class ConsumerClient {
    * Rejects with {@link CommitError} (carrying librdkafka's code) or {@link TimeoutError}; after a
    * timeout librdkafka still holds the commit (it cannot be cancelled): `late`, if given, is told
    * whether it was applied when librdkafka answers (false if it never will: dropped at disconnect),
-   * and returns whether the answer was still awaited.
+   * with librdkafka's code when it was refused, and returns whether the answer was still awaited.
    */
   commit(
     offsets: readonly TopicPartitionOffset[],
     timeoutMs: number = this.settings.commitTimeoutMs,
-    late?: (applied: boolean) => boolean,
+    late?: (applied: boolean, code?: number) => boolean,
   ): Promise<void> {
     if (offsets.length === 0) return Promise.resolve();
     for (const o of offsets) {
@@ -426,7 +426,7 @@ export class ConsumerClient {
     clearTimeout(pending.timer);
     if (pending.timedOut) {
       const applied = !err || err.code === Code.NO_OFFSET;
-      const awaited = pending.late?.(applied) ?? false;
+      const awaited = pending.late?.(applied, applied ? undefined : err?.code) ?? false;
       if (!applied) {
         this.logger.info({ err, offsets }, 'late answer to a commit that had timed out: refused');
       } else if (awaited) {

@@ -190,6 +190,32 @@ describe('Committer', () => {
       await s.stop();
     });
 
+    it('reports a held final commit refused late for ownership (the member was fenced meanwhile) as lost', async () => {
+      const s = holding({
+        polls: 1,
+        held: true,
+        error: Kafka.CODES.ERRORS.ERR_UNKNOWN_MEMBER_ID,
+      });
+      const c = s.control(0, 3);
+      const deadline = Date.now() + 300;
+      const final = s.committer.commitFinal([c], deadline, () => Date.now() + 10_000);
+      await waitFor(() => Date.now() > deadline + 50, { what: 'the deadline to pass' });
+      s.fake().releaseHeld(); // answered at last: refused
+      const [result] = await final;
+      assert.equal(result?.status, 'lost', JSON.stringify(result));
+      assert.equal(c.state, 'fenced');
+      assert.equal(s.fake().commits.get(`${T}[0]`), undefined, 'nothing committed');
+      assert.equal(
+        s
+          .fake()
+          .ops()
+          .filter((o) => o.startsWith('commit(')).length,
+        1,
+        'not sent again: the member no longer owns the partition',
+      );
+      await s.stop();
+    });
+
     it('holds them while an earlier commit of the same offset is still held, even once the final one is confirmed', async () => {
       // The periodic commit of 3 waits in librdkafka (the final one, of the same offset, is sent
       // past it and confirmed): handed over now, the periodic copy could land after the next
