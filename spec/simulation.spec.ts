@@ -362,6 +362,21 @@ describe('deterministic simulation of a consumer group', function () {
       assert.deepEqual(kinds(c), ['assignment-not-ended', 'assignment-ended-twice']);
     });
 
+    it("flags a revoke's phases out of order, per generation", () => {
+      const c = checker([10]);
+      c.rebalanceEvent('a', 'assigned', [0, 1], { generation: 1 });
+      c.rebalanceEvent('a', 'revoking', [0], { generation: 2 });
+      c.rebalanceEvent('a', 'revoking', [1], { generation: 3 });
+      c.rebalanceEvent('a', 'drained', [0], { generation: 2 });
+      c.rebalanceEvent('a', 'drained', [1], { generation: 3 });
+      c.rebalanceEvent('a', 'committed', [1], { generation: 3 });
+      c.rebalanceEvent('a', 'committed', [0], { generation: 2 });
+      assert.deepEqual(kinds(c), []);
+      c.rebalanceEvent('a', 'revoked', [0], { generation: 4 });
+      c.rebalanceEvent('a', 'committed', [1], { generation: 5 });
+      assert.deepEqual(kinds(c), ['revoke-phase-order', 'revoke-phase-order']);
+    });
+
     it('lists what is unprocessed or uncommitted', () => {
       const c = checker([2, 0]);
       c.handlerSucceeded('a', 0, 0);

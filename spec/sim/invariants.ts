@@ -35,6 +35,8 @@ export type ViolationKind =
   | 'assignment-not-ended'
   /** A `revoked` or `lost` event named a partition with no assignment left to end (ended twice). */
   | 'assignment-ended-twice'
+  /** A revoke's events out of order (revoking → drained → committed → revoked, per generation). */
+  | 'revoke-phase-order'
   /** At the end of a calm phase, some offset was never processed or never committed. */
   | 'not-all-processed';
 
@@ -70,6 +72,8 @@ export class InvariantChecker {
    * eager assignment may name a partition again while the revoke of its previous stream drains).
    */
   private readonly openAssignments = new Map<string, Map<number, number>>();
+  /** Per `life|generation`: the last phase of that revoke. */
+  private readonly revokePhase = new Map<string, string>();
 
   constructor(
     private readonly now: () => number,
@@ -237,8 +241,33 @@ export class InvariantChecker {
     life: string,
     type: string,
     partitions: readonly number[],
-    detail: { timedOut?: boolean; reason?: string; failed?: readonly number[] },
+    detail: {
+      timedOut?: boolean;
+      reason?: string;
+      failed?: readonly number[];
+      generation?: number;
+    },
   ): void {
+    if (detail.generation !== undefined) {
+      const k = `${life}|${detail.generation}`;
+      const before: Record<string, string> = {
+        drained: 'revoking',
+        committed: 'drained',
+        revoked: 'committed',
+      };
+      if (type === 'revoking') this.revokePhase.set(k, type);
+      const expected = before[type];
+      if (expected !== undefined) {
+        const last = this.revokePhase.get(k);
+        if (last !== expected) {
+          this.fail(
+            'revoke-phase-order',
+            `${life}: ${type} of generation ${detail.generation} after ${last ?? 'nothing'} (expected ${expected})`,
+          );
+        }
+        this.revokePhase.set(k, type);
+      }
+    }
     const open = this.openAssignments.get(life) ?? new Map<number, number>();
     this.openAssignments.set(life, open);
     if (type === 'assigned') for (const p of partitions) open.set(p, (open.get(p) ?? 0) + 1);

@@ -855,6 +855,7 @@ export class Simulation {
               .join('; ')
           : undefined;
     this.checker.rebalanceEvent(life.id, e.type, ps, {
+      generation: e.generation,
       ...(e.type === 'drained' ? { timedOut: e.timedOut } : {}),
       ...(reason !== undefined ? { reason } : {}),
       ...(failed !== undefined ? { failed } : {}),
