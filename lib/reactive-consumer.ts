@@ -214,7 +214,9 @@ export class ReactiveConsumer {
    * handler succeeds; a failure retries the whole batch, then the failure policy applies to all of
    * its messages (`stop` names the batch's first offset). A revoke drains the batch in flight;
    * messages still being gathered, or batches not started, are left to the next owner.
-   * A message whose key or value cannot be decoded is taken out of its batch and handled alone.
+   * A message whose key or value cannot be decoded is taken out of its batch and handled alone
+   * (under `onFailure: 'stop'`, the messages before it in its batch run first and are committed).
+   * `ordering: 'key'` is rejected (a batch holds many keys).
    */
   processBatch<V = Buffer | null, R = unknown, K = Buffer | null>(
     handler: BatchHandler<R, K, V>,
@@ -238,6 +240,13 @@ export class ReactiveConsumer {
       throw new ConfigError(
         `Expected \`maxWaitMs\` to be an integer ≥ 0, got ${String(maxWaitMs)}`,
         'maxWaitMs',
+      );
+    }
+    if (rest.ordering === 'key') {
+      // A batch holds many keys: per-key order would need per-key batches.
+      throw new ConfigError(
+        "`ordering: 'key'` is not supported by processBatch() (a batch holds many keys): use 'partition', or process()",
+        'ordering',
       );
     }
     const instrumented = this.observability.instrument(
@@ -499,8 +508,10 @@ export class ReactiveConsumer {
    * Graceful shutdown: stops intake, waits for revokes already in flight, drains in-flight
    * handlers, commits (confirmed by the broker), leaves the group and disconnects, within
    * `timeoutMs` (default `closeTimeoutMs`, 25 s: inside a Kubernetes pod's 30 s SIGTERM grace
-   * period). Idempotent (the first call's deadline holds); safe before the first assignment and from
-   * a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline
+   * period). Idempotent: a later call returns the same promise, and if its `timeoutMs` ends sooner
+   * than the first call's deadline, the sooner deadline holds (a SIGTERM after an unsubscribe must
+   * still fit its grace period; the drain is cut shorter then). Safe before the first assignment
+   * and from a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline
    * completes afterwards.
    */
   async close(options: { timeoutMs?: number } = {}): Promise<void> {

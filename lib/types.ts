@@ -235,8 +235,10 @@ export interface ProcessOptions<K = Buffer | null, V = Buffer | null> {
   value?: DeserializerSpec<V>;
   /**
    * Retries of a failing handler (each attempt calls it afresh), as a count or with backoff
-   * settings; `false` or 0 disables. A retry waiting when its partition is revoked is abandoned: the
-   * message stays uncommitted and the next owner runs it. @default { count: 3, initialDelayMs: 100 }
+   * settings; `false` or 0 disables. A retry waiting when its partition is revoked keeps retrying
+   * within the drain deadline (the message is still this member's work); at the deadline, a loss or
+   * a seek it is abandoned: the message stays uncommitted and the next owner runs it.
+   * @default { count: 3, initialDelayMs: 100 }
    */
   retry?: number | RetryOptions | false;
   /**

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
-import { ConfigError, HandlerError } from '../lib';
+import { ConfigError, DeserializationError, HandlerError } from '../lib';
 import type { ProcessedBatch } from '../lib';
 import { fakeProducerFactory } from './fakes/fake-producer';
 import { T, committed, harness, tp, until } from './helpers/harness';
@@ -148,6 +148,42 @@ describe('processBatch()', () => {
     await until(() => committed(h) === 3, 'committed past the garbled message');
     assert.deepEqual(seen.flat().length, 2);
     await h.consumer.close();
+  });
+
+  it('stop at a message that cannot be decoded: the messages before it in its batch run and are committed', async () => {
+    for (const maxSize of [10, 2]) {
+      const h = harness();
+      const seen: number[] = [];
+      let error: unknown;
+      subs.push(
+        h.consumer
+          .processBatch((b) => void seen.push(...b.messages.map((m) => m.offset)), {
+            maxSize,
+            maxWaitMs: 5,
+            value: (data, m) => {
+              if (m.offset === 4) throw new Error('garbled');
+              return data;
+            },
+          })
+          .subscribe({ error: (e: unknown) => (error = e) }),
+      );
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 10);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => error !== undefined, 'the stop');
+      assert.ok(error instanceof DeserializationError, String(error));
+      assert.equal(error.coordinates.offset, 4);
+      assert.deepEqual(seen, [0, 1, 2, 3], `maxSize ${maxSize}`);
+      assert.equal(committed(h), 4, `maxSize ${maxSize}: committed up to the failed message`);
+    }
+  });
+
+  it("rejects ordering: 'key' (a batch holds many keys)", () => {
+    const h = harness();
+    assert.throws(
+      () => h.consumer.processBatch(() => undefined, { ordering: 'key', partitionConcurrency: 2 }),
+      (e: unknown) => e instanceof ConfigError && e.key === 'ordering',
+    );
   });
 
   it('rejects bad batch bounds', () => {

@@ -350,15 +350,33 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         good.push(m);
       } else {
         // A payload that cannot be decoded fails the same way every time: never retried.
-        undecodable.push(this.failures.fail(partition, [m], attempt as DeserializationError, 0));
-        if (this.options.onFailure === 'stop') return concat(...undecodable);
+        const failure = this.failures.fail(partition, [m], attempt as DeserializationError, 0);
+        if (this.options.onFailure === 'stop') {
+          // Stop at it, after the messages before it (a batch's): they are committed, it is not.
+          return good.length === 0
+            ? failure
+            : concat(this.runUnit(partition, good, decoded), failure);
+        }
+        undecodable.push(failure);
       }
     }
     if (good.length === 0) return concat(...undecodable);
-    // The first attempt runs without operators: a Promise or a plain value that succeeds (the
-    // common case) is acked and emitted directly; a failure or an Observable handler continues
-    // through the retry pipeline, which never calls the handler again for this attempt.
-    const run$ = new Observable<O>((subscriber) => {
+    const run$ = this.runUnit(partition, good, decoded);
+    return undecodable.length === 0 ? run$ : concat(...undecodable, run$);
+  }
+
+  /**
+   * Runs the handler once for a unit (a message, or a batch's decoded messages). The first attempt
+   * runs without operators: a Promise or a plain value that succeeds (the common case) is acked
+   * and emitted directly; a failure or an Observable handler continues through the retry
+   * pipeline, which never calls the handler again for this attempt.
+   */
+  private runUnit(
+    partition: PartitionControl,
+    good: KafkaMessage[],
+    decoded: DecodedMessage<K, V>[],
+  ): Observable<O> {
+    return new Observable<O>((subscriber) => {
       let result: ReturnType<MessageHandler<R>>;
       try {
         result = this.mode.call(decoded, good);
@@ -405,7 +423,6 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
       subscriber.complete();
       return undefined;
     });
-    return undecodable.length === 0 ? run$ : concat(...undecodable, run$);
   }
 
   /**
