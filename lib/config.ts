@@ -342,6 +342,12 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
 
   const maxPollIntervalMs =
     readNumber(config, 'max.poll.interval.ms') ?? LIBRDKAFKA_MAX_POLL_INTERVAL_MS;
+  if (!Number.isInteger(maxPollIntervalMs) || maxPollIntervalMs < 1) {
+    throw new ConfigError(
+      `Expected \`max.poll.interval.ms\` to be a positive integer (ms), got ${String(maxPollIntervalMs)}`,
+      'max.poll.interval.ms',
+    );
+  }
   const sessionTimeoutMs = readNumber(config, 'session.timeout.ms');
   if (groupProtocol === 'classic' && sessionTimeoutMs !== undefined) {
     if (maxPollIntervalMs < sessionTimeoutMs) {

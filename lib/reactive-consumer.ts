@@ -1,4 +1,5 @@
 import { Observable, defer, mergeMap } from 'rxjs';
+import type { Subscription } from 'rxjs';
 import type { Logger } from 'pino';
 import { resolveSettings } from './config';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
@@ -405,7 +406,24 @@ export class ReactiveConsumer {
       const wasAttached = this.attached;
       /** Set once the user unsubscribed: the pipeline keeps running, unseen, until it drained. */
       let detached = false;
-      const sub = (this.partitions$ as Observable<PartitionControl>)
+      /**
+       * Once the consumer has closed, handlers still running (they ignored `message.signal` past
+       * the drain deadline) are cut off: their results no longer count, and the pipeline must not
+       * wait for them to complete. Checked just after the close finished (its partition streams
+       * completed: a pipeline whose handlers all ended completes by itself first).
+       */
+      const cutOff = this.engine.rebalances.subscribe({
+        complete: () =>
+          setImmediate(() => {
+            if (sub.closed) return;
+            this.logger.warn(
+              'handlers still running when the consumer closed were cut off (they ignored message.signal); their results do not count',
+            );
+            sub.unsubscribe();
+            if (!detached) subscriber.complete();
+          }),
+      });
+      const sub: Subscription = (this.partitions$ as Observable<PartitionControl>)
         .pipe(mergeMap((partition) => processor.runPartition(partition, limiter)))
         .subscribe({
           next: (value) => {
@@ -423,17 +441,19 @@ export class ReactiveConsumer {
             if (!detached) subscriber.complete();
           },
         });
-      // Only the subscription that runs the pipeline owns the writer (a refused second one must
-      // not close it).
-      const owns = deadLetter !== undefined && !wasAttached && this.attached;
+      // Only the subscription that runs the pipeline owns the writer and the transactions (a
+      // refused second one must not close them).
+      const runs = !wasAttached && this.attached;
+      const owns = deadLetter !== undefined && runs;
       if (owns) {
         this.deadLetterWriters.add(deadLetter);
         void deadLetter.start();
       }
       return () => {
+        cutOff.unsubscribe();
         if (sub.closed) {
           if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
-          void this.transactions?.close();
+          if (runs) void this.transactions?.close();
           return;
         }
         // Unsubscribing (or `takeUntil`) is a graceful stop, exactly like close(): the pipeline

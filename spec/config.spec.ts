@@ -128,6 +128,11 @@ describe('resolveSettings', () => {
     rejects(base({ 'group.protocol': 'streams' }), 'group.protocol');
   });
 
+  it('rejects a max.poll.interval.ms that is not a positive integer, naming it', () => {
+    for (const bad of [0, -5, 1.5])
+      rejects(base({ 'max.poll.interval.ms': bad }), 'max.poll.interval.ms');
+  });
+
   it('rejects max.poll.interval.ms below session.timeout.ms', () => {
     rejects(
       base({ 'max.poll.interval.ms': 5000, 'session.timeout.ms': 6000 }),

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import {
   EMPTY,
+  NEVER,
   Subject,
   concatMap,
   firstValueFrom,
@@ -233,6 +234,57 @@ describe('ReactiveConsumer', () => {
       assert.ok(n >= 5, `balanced: ${[...perPartition.values()]}`);
     assert.ok(maxRunning <= 2);
     await h.consumer.close();
+  });
+
+  it('waits for a bare thenable (its then() returning nothing) before counting the message processed (black-box review)', async () => {
+    const h = harness({ commitIntervalMs: 1 });
+    let resolveFirst: ((v: unknown) => void) | undefined;
+    subs.push(
+      h.consumer
+        .process(
+          (m: KafkaMessage) =>
+            m.offset === 0
+              ? ({
+                  then(onOk: (v: unknown) => void) {
+                    resolveFirst = onOk;
+                  },
+                } as unknown as Promise<unknown>)
+              : 'x',
+          { partitionConcurrency: 2 },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 2);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => resolveFirst !== undefined, 'the thenable handed over');
+    await until(() => h.consumer.metrics().messages.processed >= 1, 'offset 1 processed');
+    // Let the periodic committer run (every 1 ms here) while the loop keeps polling.
+    const at = Date.now();
+    await until(() => h.consumer.metrics().lastPollAt > at + 50, 'the loop to poll 50 ms more');
+    assert.equal(h.consumer.metrics().messages.processed, 1, 'offset 0 still running');
+    assert.equal(h.fake().commits.get(`${T}[0]`) ?? 0, 0, 'nothing committed past unfinished 0');
+    resolveFirst!('done');
+    await until(() => h.fake().commits.get(`${T}[0]`) === 2, 'committed once 0 settled');
+    await h.consumer.close();
+  });
+
+  it('completes the pipeline after close() even when a handler ignores its signal and never settles (black-box review)', async () => {
+    const h = harness({ drainTimeoutMs: 300, config: { 'max.poll.interval.ms': 1000 } as never });
+    let ended: 'complete' | 'error' | undefined;
+    subs.push(
+      h.consumer
+        .process((m: KafkaMessage) => (m.offset === 1 ? NEVER : undefined))
+        .subscribe({ complete: () => (ended = 'complete'), error: () => (ended = 'error') }),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 3);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.fake().commits.get(`${T}[0]`) === 1, 'offset 0 committed');
+    await h.consumer.close();
+    await until(() => ended !== undefined, 'the pipeline to end');
+    assert.equal(ended, 'complete');
+    assert.equal(h.fake().commits.get(`${T}[0]`), 1, 'nothing past the hung handler');
   });
 
   it('accepts Promise, Observable and plain-value handlers', async () => {

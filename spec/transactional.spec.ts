@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { of } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import {
+  AlreadySubscribedError,
   ConfigError,
   ErrorCode,
   HandlerError,
@@ -130,6 +131,29 @@ describe('processTransactional()', () => {
     assert.equal(s.producer().config['acks'], 'all');
     await s.consumer.close();
     assert.ok(s.producer().calls.includes('disconnect'));
+  });
+
+  it('a refused second subscription leaves the running transactional pipeline committing (black-box review)', async () => {
+    const s = setup();
+    const pipeline$ = s.consumer.processTransactional(fanOut, { transactionalId: 'tx-1' });
+    subs.push(pipeline$.subscribe());
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 3, 'the first 3 committed');
+    let refused: unknown;
+    subs.push(pipeline$.subscribe({ error: (e: unknown) => (refused = e) }));
+    let refusedToo: unknown;
+    subs.push(
+      s.consumer.process(() => undefined).subscribe({ error: (e: unknown) => (refusedToo = e) }),
+    );
+    assert.ok(refused instanceof AlreadySubscribedError, String(refused));
+    assert.ok(refusedToo instanceof AlreadySubscribedError, String(refusedToo));
+    s.fake().produce(T, 0, 3);
+    await until(() => committed(s, 0) === 6, 'the next 3 committed in transactions');
+    assert.ok(!s.producer().calls.includes('disconnect'), 'the producer was not closed');
+    await s.consumer.close();
+    assertExactlyOnce(s, { 0: 6 });
   });
 
   it('writes the records of one input partition in offset order when handlers finish out of order', async () => {

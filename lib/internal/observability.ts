@@ -242,7 +242,9 @@ export class ConsumerObservability implements EngineObserver {
    * wrapper above would make V8 allocate a context at every invocation, plain results included.
    */
   private endWhenSettled<R>(call: HandlerCall, promise: Promise<R>): Promise<R> {
-    return promise.then(
+    // A bare thenable's then() may return nothing: adopt it into a Promise first.
+    const settled = promise instanceof Promise ? promise : Promise.resolve(promise);
+    return settled.then(
       (v) => {
         this.ended(call, 'ok', undefined);
         return v;

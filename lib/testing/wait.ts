@@ -1,4 +1,4 @@
-import { filter, firstValueFrom, timeout } from 'rxjs';
+import { EmptyError, filter, firstValueFrom, timeout } from 'rxjs';
 import type { Observable } from 'rxjs';
 import type { RebalanceEvent, RebalanceEventType, TopicPartition } from '../types';
 
@@ -24,10 +24,22 @@ export async function waitFor(
 ): Promise<void> {
   const { timeoutMs = DEFAULT_WAIT_MS, intervalMs = 20, what = 'the condition' } = options;
   const deadline = Date.now() + timeoutMs;
+  const late = (): Error => new Error(`waitFor: ${what} did not hold within ${timeoutMs} ms`);
   for (;;) {
-    if (await condition()) return;
-    if (Date.now() >= deadline)
-      throw new Error(`waitFor: ${what} did not hold within ${timeoutMs} ms`);
+    const answer = condition();
+    if (typeof answer === 'boolean') {
+      if (answer) return;
+    } else {
+      // An async condition still pending at the deadline does not hold the wait past it.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const expired = new Promise<'expired'>((r) => {
+        timer = setTimeout(() => r('expired'), Math.max(0, deadline - Date.now()));
+      });
+      const result = await Promise.race([answer, expired]).finally(() => clearTimeout(timer));
+      if (result === 'expired') throw late();
+      if (result) return;
+    }
+    if (Date.now() >= deadline) throw late();
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
@@ -70,5 +82,9 @@ export function nextRebalance<T extends RebalanceEventType>(
         },
       }),
     ),
-  );
+  ).catch((err: unknown) => {
+    if (err instanceof EmptyError)
+      throw new Error(`nextRebalance: the consumer closed before a '${type}' event`);
+    throw err;
+  });
 }

@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { EMPTY, NEVER } from 'rxjs';
+import { nextRebalance, waitFor } from '../lib/testing/wait';
+
+describe('the testing kit: waits', () => {
+  it('waitFor rejects at its deadline even while an async condition is still pending', async () => {
+    const started = Date.now();
+    await assert.rejects(
+      waitFor(() => new Promise<boolean>(() => undefined), { timeoutMs: 100, what: 'x' }),
+      /waitFor: x did not hold within 100 ms/,
+    );
+    assert.ok(Date.now() - started < 2000, `rejected after ${Date.now() - started} ms`);
+  });
+
+  it('waitFor resolves on a sync or async true, and rejects at once when the condition throws', async () => {
+    let n = 0;
+    await waitFor(() => ++n >= 3, { intervalMs: 1 });
+    assert.equal(n, 3);
+    await waitFor(() => Promise.resolve(true));
+    await assert.rejects(
+      waitFor(() => {
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+  });
+
+  it('nextRebalance names the wait when the consumer closes before the event, and times out by name', async () => {
+    await assert.rejects(
+      nextRebalance({ rebalances$: EMPTY }, 'revoked'),
+      /nextRebalance: the consumer closed before a 'revoked' event/,
+    );
+    await assert.rejects(
+      nextRebalance({ rebalances$: NEVER }, 'assigned', { timeoutMs: 20 }),
+      /nextRebalance: no 'assigned' event within 20 ms/,
+    );
+  });
+});
