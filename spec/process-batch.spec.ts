@@ -178,6 +178,42 @@ describe('processBatch()', () => {
     }
   });
 
+  it('stop at an undecodable message whose batch-mates fail for good: the error names the batch, nothing committed', async () => {
+    const h = harness();
+    let error: unknown;
+    const failed: number[] = [];
+    subs.push(
+      h.consumer.events$.subscribe((e) => {
+        if (e.type === 'message-failed') failed.push(e.offset);
+      }),
+    );
+    subs.push(
+      h.consumer
+        .processBatch(
+          () => {
+            throw new Error('bad');
+          },
+          {
+            maxSize: 10,
+            maxWaitMs: 5,
+            retry: { count: 1, initialDelayMs: 1, maxDelayMs: 1 },
+            value: (data, m) => {
+              if (m.offset === 4) throw new Error('garbled');
+              return data;
+            },
+          },
+        )
+        .subscribe({ error: (e: unknown) => (error = e) }),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 10);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => error !== undefined, 'the stop');
+    assert.ok(error instanceof HandlerError, String(error));
+    assert.equal(committed(h) ?? 0, 0);
+    assert.deepEqual(failed, [0], 'one failure, the batch: the undecodable one never came to it');
+  });
+
   it("rejects ordering: 'key' (a batch holds many keys)", () => {
     const h = harness();
     assert.throws(

@@ -14,6 +14,7 @@ import {
   map,
   mergeMap,
   retry,
+  tap,
   throwError,
 } from 'rxjs';
 import type { Subscriber, Subscription } from 'rxjs';
@@ -350,14 +351,19 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
         good.push(m);
       } else {
         // A payload that cannot be decoded fails the same way every time: never retried.
-        const failure = this.failures.fail(partition, [m], attempt as DeserializationError, 0);
+        const error = attempt as DeserializationError;
         if (this.options.onFailure === 'stop') {
           // Stop at it, after the messages before it (a batch's): they are committed, it is not.
-          return good.length === 0
-            ? failure
-            : concat(this.runUnit(partition, good, decoded), failure);
+          // The stop is decided once they ran (it closes the consumer); if they stopped it
+          // themselves, theirs is the failure reported.
+          if (good.length === 0) return this.failures.fail(partition, [m], error, 0);
+          let before = false;
+          return concat(
+            this.runUnit(partition, good, decoded).pipe(tap(() => (before = true))),
+            defer(() => (before ? this.failures.fail(partition, [m], error, 0) : EMPTY)),
+          );
         }
-        undecodable.push(failure);
+        undecodable.push(this.failures.fail(partition, [m], error, 0));
       }
     }
     if (good.length === 0) return concat(...undecodable);
