@@ -128,6 +128,8 @@ export class Transactions implements OffsetCommits {
   };
   private readonly duration = new Histogram(LATENCY_BUCKETS_SECONDS);
 
+  private closing: Promise<void> | undefined;
+
   constructor(
     private readonly producer: TransactionalProducer,
     private readonly options: ResolvedTransactionalOptions,
@@ -580,7 +582,17 @@ export class Transactions implements OffsetCommits {
   }
 
   /** After the consumer closed: aborts anything left open and disconnects. */
-  async close(): Promise<void> {
+  /**
+   * Aborts an open transaction and closes the producer. Idempotent: every call (the pipeline's
+   * teardown, ReactiveConsumer.close()) waits for the same close, so none closes the producer
+   * while another one's abort is in flight.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  private async closeOnce(): Promise<void> {
     while (this.op !== undefined) await this.op;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     if (this.state.kind === 'open' && this.txn.touched.size > 0) {

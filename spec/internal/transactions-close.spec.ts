@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import type { KafkaMessage } from '../../lib';
+import { resolveSettings } from '../../lib/config';
+import { NO_OBSERVER } from '../../lib/internal/engine-observer';
+import { PartitionControl } from '../../lib/internal/partition-control';
+import { Transactions } from '../../lib/internal/transactions';
+import { resolveTransactionalOptions } from '../../lib/transactional-options';
+import { gate, until } from '../helpers/harness';
+
+/**
+ * Transactions.close() called twice at once (the pipeline's teardown and ReactiveConsumer.close()):
+ * with a transaction open, the second call must not close the producer while the first one's abort
+ * is still in flight.
+ */
+describe('Transactions.close()', () => {
+  it('closes the producer once, after the abort of the open transaction, however many calls wait', async () => {
+    const settings = resolveSettings({
+      config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g' },
+      topics: ['orders'],
+    });
+    const options = resolveTransactionalOptions({ transactionalId: 'tx' }, settings);
+    const calls: string[] = [];
+    const abortGate = gate();
+    const producer = {
+      transactionalId: 'tx',
+      start: () => Promise.resolve(),
+      begin: () => Promise.resolve(),
+      produce: () => calls.push('produce'),
+      abort: async () => {
+        calls.push('abort');
+        await abortGate.promise;
+        calls.push('aborted');
+      },
+      close: () => {
+        calls.push('close');
+        return Promise.resolve();
+      },
+    };
+    const control = new PartitionControl('orders', 0, 1, 'orders[0]', () => undefined);
+    const unit = new Transactions(producer as never, options, settings, pino({ level: 'silent' }), {
+      owned: () => [control],
+      owns: () => true,
+      consumer: () => ({}),
+      seek: () => Promise.resolve(0),
+      fail: () => undefined,
+      changed: () => undefined,
+      observer: () => NO_OBSERVER,
+    });
+    await unit.start();
+    control.messages$.subscribe();
+    const m = { topic: 'orders', partition: 0, offset: 0, size: 1 } as unknown as KafkaMessage;
+    control.push(m);
+    unit.settle(control, m, [{ topic: 'out', value: 'x' }]);
+    assert.deepEqual(calls, ['produce'], 'the record is in the open transaction');
+    const first = unit.close();
+    const second = unit.close();
+    await until(() => calls.includes('abort'), 'the abort to start');
+    abortGate.open();
+    await Promise.all([first, second]);
+    assert.deepEqual(calls, ['produce', 'abort', 'aborted', 'close']);
+  });
+});
