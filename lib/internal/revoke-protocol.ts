@@ -218,7 +218,11 @@ export async function revoke(ctx: RevokeContext, host: RevokeHost): Promise<void
   // before its commit and left work to redo; else in `revoked`.
   const ending = controls.filter((c) => c.claimEnding());
   const refused = lost.length > 0;
-  const lostEnding = ending.filter((c) => refused || (!stillOurs.includes(c) && c.workSinceCommit));
+  // What the results decided (a stream released by another path is `lost` there only with work
+  // to redo), not decided again after the release.
+  const lostResult = (c: PartitionControl): boolean =>
+    results.some((r) => r.status === 'lost' && r.topic === c.topic && r.partition === c.partition);
+  const lostEnding = ending.filter((c) => refused || lostResult(c));
   const revokedEnding = ending.filter((c) => !lostEnding.includes(c));
   // `revoked` first: the metrics close the revoke's record (its phases) on it.
   if (revokedEnding.length > 0) {
