@@ -100,6 +100,12 @@ interface LifePlan {
   stopMode: StopMode;
   /** The worker stops itself (never in a final life). */
   selfStop: 'revoking' | 'assign' | undefined;
+  /**
+   * One of the first lives, whose self-stop the variant relies on: the driver lets it live past
+   * its lifetime (up to DUTY_GRACE_MS more, while the other slots' restarts rebalance the group)
+   * until it has stopped itself, instead of stopping it before the moment came.
+   */
+  duty: boolean;
   /** Pause before the slot's next life. */
   pauseMs: number;
 }
@@ -197,6 +203,9 @@ export function killLeftoverWorkers(): number {
   return n;
 }
 
+/** How much longer than its lifetime a duty life may wait for its self-stop. */
+const DUTY_GRACE_MS = 30_000;
+
 /** A life's plan, from its own seeded stream (independent of how the slots interleave). */
 function planLife(o: ChaosOptions, slot: number, life: number, final: boolean): LifePlan {
   const r = seededRandom(Math.floor(hashUnit(`${o.seed}:life:${slot}:${life}`) * 2 ** 32));
@@ -219,7 +228,13 @@ function planLife(o: ChaosOptions, slot: number, life: number, final: boolean): 
     if (slot === 0 && o.selfStop.inAssign > 0) selfStop = 'assign';
     if (slot === 1 && o.selfStop.onRevoking > 0) selfStop = 'revoking';
   }
-  return { lifetimeMs, stopMode, selfStop, pauseMs: r() * 1000 };
+  return {
+    lifetimeMs,
+    stopMode,
+    selfStop,
+    duty: duty && selfStop !== undefined,
+    pauseMs: r() * 1000,
+  };
 }
 
 export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
@@ -368,7 +383,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
           run.child.kill('SIGCONT');
           await sleep(Math.max(0, plan.lifetimeMs - o.freeze.afterMs));
         } else {
-          const stoppedItself = await within(run.exited, plan.lifetimeMs);
+          let stoppedItself = await within(run.exited, plan.lifetimeMs);
+          // On a slow machine a lifetime can pass before the moment a duty self-stop waits for
+          // (a revoke of its partitions with handlers in flight) ever came.
+          if (!stoppedItself && plan.duty) stoppedItself = await within(run.exited, DUTY_GRACE_MS);
           if (stoppedItself) {
             settleExit(run);
             await sleep(plan.pauseMs);
@@ -595,6 +613,11 @@ interface Parsed {
   }[];
   /** Revokes as [revoking at, revoked/lost at (undefined: never ended)]. */
   revokes: [number, number | undefined][];
+  /** Handlers in flight on the revoked partitions at each `revoking` (of partitions it held). */
+  revokingBusy: number[];
+  /** Self-stops armed (`E selfstop`), and those whose moment passed first (`E selfstop-missed`). */
+  selfStopArms: number;
+  selfStopMisses: number;
   /** Injected handler failures (`X` lines). */
   injected: { partition: number; offset: number; attempt: number }[];
   /** The worker's final metrics snapshot (written after a clean close). */
@@ -624,6 +647,9 @@ function parse(run: WorkerRun): Parsed {
     lost: 0,
     stops: [],
     revokes: [],
+    revokingBusy: [],
+    selfStopArms: 0,
+    selfStopMisses: 0,
     injected: [],
   };
   if (!existsSync(run.out)) return p;
@@ -650,7 +676,10 @@ function parse(run: WorkerRun): Parsed {
       if (f[1] === 'revoking' && f[3]) {
         openRevoke = [+f[2]!, undefined];
         p.revokes.push(openRevoke);
+        p.revokingBusy.push(+(f[4] ?? 0));
       }
+      if (f[1] === 'selfstop') p.selfStopArms += 1;
+      if (f[1] === 'selfstop-missed') p.selfStopMisses += 1;
       if ((f[1] === 'revoked' || f[1] === 'lost') && openRevoke) {
         openRevoke[1] = +f[2]!;
         openRevoke = undefined;
@@ -1004,8 +1033,19 @@ async function verify(
   const stopsWhileAssigning = allStops.filter((s) => s.assignWaiting > 0).length;
   // What proves the overlap is a stop landing in the window, whoever sent it: a self-stop armed
   // for the window can be overtaken by the driver's own SIGTERM landing in it first.
-  if ((o.selfStop?.onRevoking ?? 0) > 0 && stopsWhileDraining === 0)
-    problems.push('no worker stopped while a revoke drained: the variant proved nothing');
+  if ((o.selfStop?.onRevoking ?? 0) > 0 && stopsWhileDraining === 0) {
+    // Say why, so that a CI log's tail explains it: per life armed for it, the revokes it saw
+    // (handlers in flight at each), the self-stops it armed and missed, and how it ended.
+    const armed = [...parsed]
+      .filter(([run]) => run.plan.selfStop === 'revoking')
+      .map(
+        ([run, p]) =>
+          `w${run.slot}/${run.life}${run.plan.duty ? ' (duty)' : ''}: lived ${((run.stoppedAt ?? lastRecordAt) - run.startedAt) | 0} ms, revokes [busy ${p.revokingBusy.join(',')}], armed ${p.selfStopArms}, missed ${p.selfStopMisses}, stopped by ${run.signal ?? '?'}`,
+      );
+    problems.push(
+      `no worker stopped while a revoke drained: the variant proved nothing; lives armed for it: ${armed.join('; ') || 'none'}`,
+    );
+  }
   if ((o.selfStop?.inAssign ?? 0) > 0 && stopsWhileAssigning === 0)
     problems.push('no worker stopped while its onAssign hook waited: the variant proved nothing');
   for (const mode of o.stopModes ?? []) {
