@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import type { KafkaMessage } from '../lib';
-import { committedOffsets, createTopic, produce, uniqueName, waitFor } from './helpers/kafka';
+import { decodeCompleted } from '../lib/internal/completed-codec';
+import {
+  committedOffsets,
+  createTopic,
+  produce,
+  readAll,
+  uniqueName,
+  waitFor,
+} from './helpers/kafka';
 import { useConsumers } from './helpers/consumers';
 import { useTestOutput } from './helpers/output';
 import { seededRandom } from './helpers/random';
@@ -117,7 +125,20 @@ describe('ordering and completed-offset memory (real broker)', function () {
         timeoutMs: 15_000,
         what: 'the commit held at the hung record',
       });
-      await new Promise((r) => setTimeout(r, 500)); // a few commit intervals for the memory write
+      if (remember) {
+        // The memory covering every finished record is confirmed in its topic (a later write
+        // carries no more: nothing else finishes while k0's first record hangs).
+        await waitFor(
+          async () => {
+            const written = await readAll(`${topic}.completed`, 1).catch(() => []);
+            const last = written[written.length - 1]?.value;
+            if (!last) return false;
+            const memory = decodeCompleted(last);
+            return memory.base === 0 && others.every((o) => memory.completed.includes(o));
+          },
+          { timeoutMs: 15_000, what: 'the completed-offset memory of every finished record' },
+        );
+      }
       // The first owner goes away without the hung record: its close-time revoke waits for it
       // until the drain deadline, then commits only what is contiguous (offset 0 stays
       // uncommitted), as a crash right after the last commit would.

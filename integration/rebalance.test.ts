@@ -77,6 +77,11 @@ describe('rebalance with work in flight (real broker)', function () {
 
       const records: Record_[] = [];
       const events = new Map<string, RebalanceEvent[]>();
+      // After its first 100 records, a's handlers wait for a's first revoke (at most 60 s): the
+      // revoke then surely finds handlers in flight and partitions with work left to hand over,
+      // however long b's join takes on a slow machine.
+      let aRevoking!: () => void;
+      const aRevoked = new Promise<void>((resolve) => (aRevoking = resolve));
       const make = (name: string): ReactiveConsumer => {
         const options: ReactiveConsumerOptions = {
           config: {
@@ -93,10 +98,18 @@ describe('rebalance with work in flight (real broker)', function () {
         };
         const consumer = new ReactiveConsumer(options);
         events.set(name, []);
-        consumer.rebalances$.subscribe((e) => events.get(name)!.push(e));
+        consumer.rebalances$.subscribe((e) => {
+          events.get(name)!.push(e);
+          if (name === 'a' && e.type === 'revoking') aRevoking();
+        });
         return consumer;
       };
       const handler = (name: string) => async (m: KafkaMessage) => {
+        if (name === 'a' && records.length >= 100) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([aRevoked, new Promise((r) => (timer = setTimeout(r, 60_000)))]);
+          clearTimeout(timer);
+        }
         // Mostly short, with a heavy tail, so revokes find work in flight.
         const r = random();
         await new Promise((res) => setTimeout(res, r < 0.9 ? 5 + r * 20 : 100 + r * 200));

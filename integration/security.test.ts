@@ -143,12 +143,12 @@ describe('security: TLS and OAUTHBEARER (real broker)', function () {
       assert.match(error.message, /certificate verify failed/);
       assert.match(error.message, /untrusted-ca\.pem/);
       assert.doesNotMatch(error.message, new RegExp(SASL_PASSWORD));
-      assert.ok(ms < 5000, `the error came after ${ms} ms (connectTimeoutMs is 20000)`);
+      assert.ok(ms < 10_000, `the error came after ${ms} ms (connectTimeoutMs is 20000)`);
       assert.equal(calls, 0);
       // close() returns at once, too
       const c0 = Date.now();
       await c.close();
-      assert.ok(Date.now() - c0 < 2000, `close() took ${Date.now() - c0} ms`);
+      assert.ok(Date.now() - c0 < 5000, `close() took ${Date.now() - c0} ms`);
     });
   }
 
@@ -240,13 +240,14 @@ describe('security: TLS and OAUTHBEARER (real broker)', function () {
       oauthBearerToken: () => {
         calls += 1;
         if (calls > 1) throw new Error('token service unavailable');
-        return unsecuredJws('bob', 4000);
+        return unsecuredJws('bob', 8000);
       },
     });
     const r = run(c);
     await waitFor(() => r.offsets.length === 1, { timeoutMs: 60_000, what: 'the record' });
+    // The error comes ~35 s after the expiry (librdkafka's re-authentication retries).
     await waitFor(() => r.error() !== undefined, {
-      timeoutMs: 60_000,
+      timeoutMs: 90_000,
       what: 'the consumer to end once the token expired',
     });
     const err = r.error();

@@ -17,6 +17,10 @@
  *   0–10 ms later (seeded) if that revoke still drains then (else it waits for the next one), so
  *   that the stop lands while the revoke drains (drains last ~15 ms at the median: a 0–50 ms
  *   delay missed every one of a variant's revokes in one CI run);
+ *   CHAOS_SELF_STOP_DUTY=1 (a life the variant relies on for that stop): at any age, and on the
+ *   next tick;
+ * - CHAOS_DRAIN_HOLD_MS: a handler still running when its partition's revoke began takes that
+ *   much longer (the broker-failure variant's kill lands while that revoke drains);
  * - CHAOS_ON_ASSIGN_DELAY_MS: an `onAssign` hook that waits a seeded 0..N ms per partition;
  *   CHAOS_STOP_IN_ASSIGN=1: at the first call of that hook, the worker stops itself (a seeded part
  *   of the hook's wait later), so the stop lands while the assignment waits for its positions;
@@ -63,8 +67,10 @@ const drainTimeoutMs = optionalNumber('CHAOS_DRAIN_TIMEOUT_MS');
 const stopMode = (process.env.CHAOS_STOP_MODE ?? 'close') as 'close' | 'unsubscribe' | 'takeUntil';
 const stopOnRevoking = process.env.CHAOS_STOP_ON_REVOKING === '1';
 const stopInAssign = process.env.CHAOS_STOP_IN_ASSIGN === '1';
-const selfStopMinAgeMs = optionalNumber('CHAOS_SELF_STOP_MIN_AGE_MS') ?? 2000;
+const selfStopDuty = process.env.CHAOS_SELF_STOP_DUTY === '1';
+const selfStopMinAgeMs = selfStopDuty ? 0 : (optionalNumber('CHAOS_SELF_STOP_MIN_AGE_MS') ?? 2000);
 const onAssignDelayMs = optionalNumber('CHAOS_ON_ASSIGN_DELAY_MS');
+const drainHoldMs = optionalNumber('CHAOS_DRAIN_HOLD_MS');
 const latency = (process.env.CHAOS_LATENCY ?? 'default') as LatencyProfile;
 const failRate = optionalNumber('CHAOS_FAIL_RATE');
 const failures: FailurePlan | undefined =
@@ -168,7 +174,9 @@ const closed = new Promise<void>((resolve) => {
         for (const p of partitions) draining.add(p);
         line(`E revoking ${Date.now()} ${partitions.join(',')} ${busy}`);
         if (stopOnRevoking && partitions.length > 0 && busy > 0)
-          armSelfStop('revoking', random() * 10, () => partitions.some((p) => draining.has(p)));
+          armSelfStop('revoking', selfStopDuty ? 0 : random() * 10, () =>
+            partitions.some((p) => draining.has(p)),
+          );
       }
       if (e.type === 'assigned' || e.type === 'revoked' || e.type === 'lost') {
         if (e.type !== 'assigned') for (const p of partitions) draining.delete(p);
@@ -193,6 +201,8 @@ async function handle(m: KafkaMessage): Promise<void> {
     } else {
       const ms = latencyMs(random(), latency);
       if (ms >= 1) await sleep(ms);
+      // Still running when its partition's revoke began: hold the revoke open a while longer.
+      if (drainHoldMs !== undefined && draining.has(m.partition)) await sleep(drainHoldMs);
     }
     if (failures) {
       const failing = failingAttempts(variantSeed, key, failures);
