@@ -491,8 +491,10 @@ export class ReactiveConsumer {
   }
 
   /**
-   * Undoes `pause()` (for every partition, without an argument). A partition the library paused
-   * for backpressure resumes only once its buffer drained.
+   * Undoes `pause()` (for every partition, without an argument). A partition resumed by name
+   * after `pause()` of everything stays resumed when it is assigned again (until the next `pause()`
+   * of everything); other later assignments still start paused. A partition the library paused for
+   * backpressure resumes only once its buffer drained.
    */
   resume(partitions?: readonly TopicPartition[]): void {
     this.engine.resume(partitions);

@@ -465,4 +465,38 @@ describe('pause and resume by the application', () => {
     await until(() => seen.length === 6, 'both');
     await h.consumer.close();
   });
+
+  it('a partition resumed by name after pause() of everything stays resumed when it is assigned again (review A)', async () => {
+    const h = harness();
+    const seen: string[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(`${m.partition}@${m.offset}`)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => h.events.some((e) => e.type === 'assigned'), 'assigned');
+    h.consumer.pause();
+    h.consumer.resume([tp(0)]);
+    assert.deepEqual(h.consumer.paused(), [tp(1)]);
+    h.fake().rebalanceRevoke([tp(0), tp(1)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'revoked');
+    h.fake().rebalanceAssign([tp(0), tp(1), tp(2)]);
+    await until(() => h.events.filter((e) => e.type === 'assigned').length === 2, 'reassigned');
+    assert.deepEqual(
+      h.consumer.paused().sort((a, b) => a.partition - b.partition),
+      [tp(1), tp(2)],
+      'p0 was resumed by name; p1 and the new p2 fall under pause()',
+    );
+    assert.ok(!h.fake().isPaused(T, 0), 'p0 fetches');
+    h.fake().produce(T, 0, 3);
+    h.fake().produce(T, 1, 3);
+    await until(() => seen.length === 3, "p0's records");
+    assert.ok(seen.every((s) => s.startsWith('0@')));
+    // A second pause() of everything takes p0 in again.
+    h.consumer.pause();
+    h.fake().rebalanceRevoke([tp(0), tp(1), tp(2)]);
+    await until(() => h.events.filter((e) => e.type === 'revoked').length === 2, 'revoked again');
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => h.events.filter((e) => e.type === 'assigned').length === 3, 'assigned again');
+    assert.ok(h.fake().isPaused(T, 0), 'paused by the second pause()');
+    await h.consumer.close();
+  });
 });

@@ -34,6 +34,8 @@ export class FlowControl {
   /** Partitions the application paused (kept across rebalances), and whether new ones start paused. */
   private readonly userPaused = new Set<string>();
   private userPausedAll = false;
+  /** Partitions resumed by name since the last `pause()` of everything: they start running. */
+  private readonly resumedDespiteAll = new Set<string>();
   /**
    * Streams whose messages were held back because the application paused them while librdkafka
    * still fetched: the first offset held back, where the stream must start again. `sought` once
@@ -81,7 +83,8 @@ export class FlowControl {
    * running.
    */
   assigned(controls: readonly PartitionControl[]): void {
-    if (this.userPausedAll) for (const c of controls) this.userPaused.add(c.key);
+    if (this.userPausedAll)
+      for (const c of controls) if (!this.resumedDespiteAll.has(c.key)) this.userPaused.add(c.key);
     const held = list(controls.filter((c) => this.userPaused.has(c.key)));
     const running = list(controls.filter((c) => !this.userPaused.has(c.key)));
     try {
@@ -124,8 +127,15 @@ export class FlowControl {
   /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
   pause(tps?: readonly TopicPartition[]): void {
     const targets = tps ?? [...this.host.owned()];
-    if (tps === undefined) this.userPausedAll = true;
-    for (const tp of targets) this.userPaused.add(tpKey(tp.topic, tp.partition));
+    if (tps === undefined) {
+      this.userPausedAll = true;
+      this.resumedDespiteAll.clear();
+    }
+    for (const tp of targets) {
+      const key = tpKey(tp.topic, tp.partition);
+      this.userPaused.add(key);
+      this.resumedDespiteAll.delete(key);
+    }
     const owned = targets.filter((tp) => this.host.owner(tpKey(tp.topic, tp.partition)));
     if (owned.length === 0 || !this.host.running()) return;
     try {
@@ -141,9 +151,16 @@ export class FlowControl {
    * library for backpressure stays paused until its buffer drains.
    */
   resume(tps?: readonly TopicPartition[]): void {
-    if (tps === undefined) this.userPausedAll = false;
+    if (tps === undefined) {
+      this.userPausedAll = false;
+      this.resumedDespiteAll.clear();
+    }
     const keys = tps ? tps.map((tp) => tpKey(tp.topic, tp.partition)) : [...this.userPaused];
-    for (const k of keys) this.userPaused.delete(k);
+    for (const k of keys) {
+      this.userPaused.delete(k);
+      // Resumed by name while everything is paused: it stays resumed when assigned again.
+      if (this.userPausedAll) this.resumedDespiteAll.add(k);
+    }
     const ready = keys
       .map((k) => this.host.owner(k))
       .filter((c): c is PartitionControl => c !== undefined && !c.paused);
