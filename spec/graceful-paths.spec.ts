@@ -21,6 +21,41 @@ describe('graceful on every path', () => {
   });
 
   for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
+    it(`close() with a timeout beyond Node's largest timer (2^31 ms) still drains and commits (${protocol}, review B)`, async () => {
+      // setTimeout turns a longer delay into 1 ms: the close took its deadline as passed at once.
+      const h = harness(
+        { drainTimeoutMs: 3000, commitIntervalMs: 60_000 },
+        { protocol, member: true },
+      );
+      const slow = gate();
+      let started = false;
+      subs.push(
+        h.consumer
+          .process((m: KafkaMessage) => {
+            if (m.offset !== 2) return undefined;
+            started = true;
+            return slow.promise;
+          })
+          .subscribe(),
+      );
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 4);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => started, 'offset 2 running');
+      const closed = h.consumer.close({ timeoutMs: Number.MAX_SAFE_INTEGER });
+      let done = false;
+      void closed.then(() => (done = true));
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(done, false, 'close() waits for the handler in flight');
+      slow.open();
+      await closed;
+      assert.equal(committed(h, 0), 3, 'offsets 0..2 committed');
+      assert.deepEqual(
+        h.events.filter((e) => e.type === 'revoked' || e.type === 'lost').map((e) => e.type),
+        ['revoked'],
+      );
+    });
+
     it(`close() during an in-flight revoke leaves the group only after that revoke committed and unassigned (${protocol})`, async () => {
       const h = harness({}, { protocol });
       const slow = gate();

@@ -1,6 +1,7 @@
 import type { KafkaMessage } from '../types';
 import type { PartitionSink } from './partition-control';
 import type { PartitionRunner } from './partition-runner';
+import { timerDelay } from './timers';
 
 /**
  * Hands a partition's messages to its runner in arrays of at most `maxSize`, each handed over when
@@ -28,7 +29,7 @@ export class BatchSink implements PartitionSink {
   next(message: KafkaMessage): void {
     this.buffer.push(message);
     if (this.buffer.length >= this.maxSize) this.flush();
-    else this.timer ??= setTimeout(this.flush, this.maxWaitMs);
+    else this.timer ??= setTimeout(this.flush, timerDelay(this.maxWaitMs));
   }
 
   complete(): void {

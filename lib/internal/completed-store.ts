@@ -10,6 +10,7 @@ import type { TopicPartition } from '../types';
 import { decodeCompleted, encodeCompleted } from './completed-codec';
 import type { CompletedMemory } from './completed-codec';
 import { toKafkaError, tpKey } from './rdkafka';
+import { timerDelay } from './timers';
 
 /** Reads and writes completed-offset memories. */
 export interface CompletedStore {
@@ -117,10 +118,13 @@ export class KafkaCompletedStore implements CompletedStore {
         (e) =>
           new Promise<void>((resolve, reject) => {
             const id = this.nextId++;
-            const timer = setTimeout(() => {
-              this.pending.delete(id);
-              reject(new Error('completed-offsets write not confirmed in time'));
-            }, this.settings.timeoutMs + 2000);
+            const timer = setTimeout(
+              () => {
+                this.pending.delete(id);
+                reject(new Error('completed-offsets write not confirmed in time'));
+              },
+              timerDelay(this.settings.timeoutMs + 2000),
+            );
             this.pending.set(id, {
               resolve: () => {
                 clearTimeout(timer);

@@ -1,3 +1,5 @@
+import { timerDelay } from './timers';
+
 /**
  * Waiting on state changes with a deadline, without per-message timers. State owners call
  * {@link Conditions.changed} after every change that a waiter might care about; a waiter's
@@ -30,7 +32,7 @@ export class Conditions {
       const check = (): void => {
         if (condition()) done(true);
       };
-      const timer = setTimeout(() => done(condition()), Math.max(0, deadline - Date.now()));
+      const timer = setTimeout(() => done(condition()), timerDelay(deadline - Date.now()));
       const poll = pollMs === undefined ? undefined : setInterval(check, pollMs);
       const done = (value: boolean): void => {
         clearTimeout(timer);
@@ -70,7 +72,7 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
         () => true,
       ),
       new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), Math.max(0, ms));
+        timer = setTimeout(() => resolve(false), timerDelay(ms));
       }),
     ]);
   } finally {

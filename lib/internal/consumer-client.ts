@@ -26,6 +26,7 @@ import {
   toKafkaError,
   tpKey,
 } from './rdkafka';
+import { timerDelay } from './timers';
 
 interface PendingCommit {
   /** Set when the wait timed out; the entry stays so its late result is not taken for a newer one. */
@@ -215,7 +216,7 @@ export class ConsumerClient {
             timeoutMs,
           ),
         );
-      }, timeoutMs);
+      }, timerDelay(timeoutMs));
       const pending: PendingCommit = { offsets: copy, resolve, reject, timer, late };
       this.pendingCommits.push(pending);
       try {
@@ -276,7 +277,7 @@ export class ConsumerClient {
         timer: setTimeout(() => {
           this.removeProbe(probe);
           resolve(undefined);
-        }, timeoutMs),
+        }, timerDelay(timeoutMs)),
       };
       this.pendingProbes.push(probe);
       try {

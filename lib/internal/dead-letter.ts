@@ -8,6 +8,7 @@ import { translateLibrdkafkaConfigError } from '../config';
 import { ConnectError, TimeoutError } from '../errors';
 import type { KafkaMessage } from '../types';
 import { Code, toKafkaError } from './rdkafka';
+import { timerDelay } from './timers';
 
 /** The Producer methods the writer uses. @internal */
 export type RdKafkaProducer = Pick<
@@ -141,16 +142,19 @@ export class DeadLetterWriter {
     ];
     const id = this.nextId++;
     const confirmed = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(
-          new TimeoutError(
-            `No delivery report for the dead-letter write to ${this.topic} within ${this.messageTimeoutMs + 5000} ms`,
-            'dead-letter write',
-            this.messageTimeoutMs + 5000,
-          ),
-        );
-      }, this.messageTimeoutMs + 5000);
+      const timer = setTimeout(
+        () => {
+          this.pending.delete(id);
+          reject(
+            new TimeoutError(
+              `No delivery report for the dead-letter write to ${this.topic} within ${this.messageTimeoutMs + 5000} ms`,
+              'dead-letter write',
+              this.messageTimeoutMs + 5000,
+            ),
+          );
+        },
+        timerDelay(this.messageTimeoutMs + 5000),
+      );
       this.pending.set(id, { resolve, reject, timer });
     });
     const deadline = Date.now() + this.messageTimeoutMs;

@@ -12,6 +12,7 @@ import type { ConsumerEvent, KafkaMessage, ProcessedStatus } from '../types';
 import type { DeadLetterReason, DeadLetterWriter } from './dead-letter';
 import { coordinatesOf, describe } from './decoding';
 import type { PartitionControl } from './partition-control';
+import { timerDelay } from './timers';
 
 /** What the processor needs from the engine. */
 export interface ProcessorHost {
@@ -91,7 +92,7 @@ export class FailurePolicy<R, O> {
       const timer = setTimeout(() => {
         subscriber.next(0);
         subscriber.complete();
-      }, delayMs);
+      }, timerDelay(delayMs));
       signal.addEventListener('abort', onAbort, { once: true });
       return () => {
         clearTimeout(timer);

@@ -13,6 +13,7 @@
 import type { Logger } from 'pino';
 import { ConnectError } from '../errors';
 import { errorMessage } from './rdkafka';
+import { timerDelay } from './timers';
 
 /** A token as the provider returns it. */
 export interface OAuthBearerToken {
@@ -129,7 +130,7 @@ export class OAuthBearerRefresher {
   private schedule(ms: number): void {
     if (this.stopped) return;
     if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.refreshInBackground(), ms);
+    this.timer = setTimeout(() => void this.refreshInBackground(), timerDelay(ms));
     this.timer.unref();
   }
 
@@ -161,7 +162,7 @@ export class OAuthBearerRefresher {
 function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
+    timer = setTimeout(() => reject(new Error(message)), timerDelay(ms));
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -12,6 +12,7 @@ import type { StartPosition, TopicPartition } from '../types';
 import type { CompletedStore } from './completed-store';
 import type { ConsumerClient } from './consumer-client';
 import { errorMessage, tpKey } from './rdkafka';
+import { timerDelay } from './timers';
 
 /** The start offsets and previous owner's memories of an assignment, by partition key. */
 export interface StartChoices {
@@ -61,7 +62,7 @@ export class StartPositions {
                     )
                   : new Error(`start offset lookup timed out after ${limitMs} ms`),
               ),
-            limitMs,
+            timerDelay(limitMs),
           );
         }),
       ]);

@@ -29,6 +29,20 @@ describe('OAuthBearerRefresher', () => {
     assert.deepEqual(set, ['t1', 't2'], 'no refresh after stop()');
   });
 
+  it('a token living longer than the largest timer delay (~24.8 days) is not refreshed at once, over and over', async () => {
+    // 80 % of 60 days is past 2^31 ms: setTimeout would fire after 1 ms, every time.
+    let calls = 0;
+    refresher = new OAuthBearerRefresher(
+      () => ({ value: `t${++calls}`, lifetimeMs: Date.now() + 60 * 24 * 3600_000 }),
+      { setOauthBearerToken: () => undefined },
+      logger,
+      1000,
+    );
+    await refresher.start();
+    await sleep(100);
+    assert.equal(calls, 1, `${calls} provider calls in 100 ms`);
+  });
+
   it('rejects start() with a ConnectError naming the provider failure', async () => {
     refresher = new OAuthBearerRefresher(
       () => Promise.reject(new Error('idp down')),
