@@ -150,6 +150,39 @@ describe('failure policies', () => {
     assert.ok(s.consumerEvents.some((e) => e.type === 'message-failed' && e.offset === 3));
   });
 
+  it("stop under ordering 'key': no later message of the failed key runs, nor anything waiting (review B)", async () => {
+    const s = setup();
+    const calls: string[] = [];
+    let releaseB!: () => void;
+    const bWaits = new Promise<void>((r) => (releaseB = r));
+    const r = run(
+      s,
+      async (m: { offset: number; key?: Buffer | null }) => {
+        const key = String(m.key);
+        calls.push(`${m.offset}:${key}`);
+        if (m.offset === 0) throw new Error('poison');
+        if (m.offset === 2) await bWaits; // B runs while A retries, until C started
+        if (m.offset === 3) releaseB();
+      },
+      { ordering: 'key', partitionConcurrency: 4, retry: { count: 1, initialDelayMs: 50 } },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    // Keys A, A, B, C, A, D: offset 0 (A) fails for good; 1 and 4 (A) must never run after it.
+    const keys = ['A', 'A', 'B', 'C', 'A', 'D'];
+    const logs = (s.fake() as unknown as { logs: Map<string, { key: unknown }[]> }).logs;
+    (logs.get(`${T}[0]`) ?? []).forEach((m, i) => (m.key = Buffer.from(keys[i] ?? 'Z')));
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(r.ended, 'process() to end');
+    assert.ok(r.error() instanceof HandlerError, String(r.error()));
+    assert.ok(
+      !calls.some((c) => c.endsWith(':A') && !c.startsWith('0:')),
+      `no later message of key A ran: ${calls.join(' ')}`,
+    );
+    assert.equal(calls.filter((c) => c === '0:A').length, 2, 'offset 0 tried twice');
+    assert.equal(committed(s), 0, 'nothing past the failed offset is committed');
+  });
+
   it('abandons a retry still in backoff at the drain deadline: released then, message left for the next owner', async () => {
     const s = setup({}, {}, {}, { drainTimeoutMs: 1500 });
     const r = run(

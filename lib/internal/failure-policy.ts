@@ -179,18 +179,25 @@ export class FailurePolicy<R, O> {
               error,
               { cause: writeErr, retriable: true },
             );
-            this.stop(first, e, attempts);
+            this.stop(partition, first, e, attempts);
             return EMPTY;
           }),
         );
       }
       default:
-        this.stop(first, error, attempts);
+        this.stop(partition, first, error, attempts);
         return EMPTY;
     }
   }
 
-  private stop(message: KafkaMessage, error: Error, attempts: number): void {
+  private stop(
+    partition: PartitionControl,
+    message: KafkaMessage,
+    error: Error,
+    attempts: number,
+  ): void {
+    // Nothing of the partition waiting starts any more (a later message of the same key, say).
+    partition.halt();
     this.host.counters.failed += 1;
     this.logger.error(
       { err: error, ...coordinatesOf(message), attempts },

@@ -30,6 +30,7 @@ export class PartitionControl implements PartitionStream {
   readonly messages$: Observable<KafkaMessage>;
   private readonly controller = new AbortController();
   private readonly endController = new AbortController();
+  private readonly haltController = new AbortController();
   private state_: PartitionState = 'active';
   private subscriber: PartitionSink | undefined;
   private subscribed = false;
@@ -58,7 +59,12 @@ export class PartitionControl implements PartitionStream {
   ) {
     this.ledger = new OffsetLedger();
     // Every waiting task (limiter slot, merge buffer, retry backoff) listens on these signals.
-    setMaxListeners(0, this.controller.signal, this.endController.signal);
+    setMaxListeners(
+      0,
+      this.controller.signal,
+      this.endController.signal,
+      this.haltController.signal,
+    );
     this.drained = new Promise<void>((resolve) => (this.drainedResolve = resolve));
     this.messages$ = new Observable<KafkaMessage>((subscriber) => {
       if (this.subscribed) {
@@ -179,6 +185,24 @@ export class PartitionControl implements PartitionStream {
     return this.endController.signal;
   }
 
+  /**
+   * Aborted when nothing waiting may start any more: the partition was lost or passed its
+   * deadline ({@link fence}), or one of its messages failed for good under `onFailure: 'stop'`
+   * ({@link halt}). Handlers running finish either way.
+   */
+  get halted(): AbortSignal {
+    return this.haltController.signal;
+  }
+
+  /**
+   * A message failed for good under `onFailure: 'stop'`: nothing waiting starts (under ordering
+   * 'key', not even a unit before the last one started — a later message of the failed key
+   * would run after it failed; the commit cannot pass the failed offset anyway).
+   */
+  halt(): void {
+    if (!this.haltController.signal.aborted) this.haltController.abort();
+  }
+
   get state(): PartitionState {
     return this.state_;
   }
@@ -287,6 +311,7 @@ export class PartitionControl implements PartitionStream {
     this.end();
     this.state_ = 'fenced';
     if (!this.controller.signal.aborted) this.controller.abort(new Error(reason));
+    this.halt();
     this.drainedResolve();
   }
 

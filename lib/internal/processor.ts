@@ -105,7 +105,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           limiter,
           this.options.partitionConcurrency,
           partition.ended,
-          partition.signal,
+          partition.halted,
           complete,
         );
         runner = r;
@@ -128,7 +128,7 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           limiter,
           this.options.partitionConcurrency,
           partition.ended,
-          partition.signal,
+          partition.halted,
           complete,
           keyed ? KEY_ORDERING : undefined,
         );

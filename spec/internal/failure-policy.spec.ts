@@ -15,7 +15,9 @@ const settings = resolveSettings({
 const message = (offset: number, signal = new AbortController().signal): KafkaMessage =>
   ({ topic: 'orders', partition: 0, offset, key: null, value: null, signal }) as never;
 
-const partition = {} as PartitionControl;
+/** The partition's `halt()` calls (a stop halts what waits of it). */
+let halts = 0;
+const partition = { halt: () => (halts += 1) } as unknown as PartitionControl;
 
 function policy(options: ProcessOptions<unknown, unknown>, deadLetter?: DeadLetterWriter) {
   const events: ConsumerEvent[] = [];
@@ -66,11 +68,13 @@ describe('FailurePolicy (what a handler failure leads to)', () => {
     const t = policy({ onFailure: 'stop' });
     const m = message(9);
     const err = handlerError(m);
+    const haltsBefore = halts;
     const out = await lastValueFrom(t.p.fail(partition, [m], err, 3).pipe(toArray()));
     assert.deepEqual(out, []);
     assert.deepEqual(t.settled, []);
     assert.deepEqual(t.failures, [err]);
     assert.equal(t.counters.failed, 1);
+    assert.equal(halts - haltsBefore, 1, 'nothing waiting of the partition starts');
   });
 
   it('a message whose partition was released meanwhile: no policy at all', async () => {
