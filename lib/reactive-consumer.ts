@@ -475,7 +475,8 @@ export class ReactiveConsumer {
    * count), and its stream is replaced by a new one starting at the new offset — `partitions$` emits
    * it, `process()` runs it. Nothing past the new position is committed from before the seek; the
    * new position itself is committed at the next commit even if nothing is processed. Resolves with
-   * the offset sought to; rejects with `NotAssignedError` for a partition not owned now.
+   * the offset sought to; rejects with `NotAssignedError` for a partition not owned now. Seeks of
+   * one partition called together apply in call order (the last one wins).
    */
   seek(partition: TopicPartition, position: StartPosition): Promise<number> {
     return this.engine.seek(partition, position);

@@ -20,7 +20,10 @@ import type { StartPositions } from './start-positions';
 
 interface PendingSeek {
   readonly key: string;
-  /** The stream the seek was called for; it applies to that assignment only. */
+  /**
+   * The stream the seek was called for; it applies to that assignment only (that generation: an
+   * earlier seek may have replaced the stream meanwhile, the assignment is the same).
+   */
   readonly owner: PartitionControl;
   readonly tp: TopicPartition;
   readonly offset: number;
@@ -84,11 +87,12 @@ export class Seeks {
   async apply(): Promise<void> {
     const { client, assignments, flow } = this.host;
     for (const s of this.pending.splice(0)) {
-      const old = s.owner;
-      if (!this.stillOwnedBy(s.key, old)) {
+      if (!this.stillOwnedBy(s.key, s.owner)) {
         s.reject(notOwned(s.tp, 'it was revoked before the seek could be applied'));
         continue;
       }
+      // The assignment's stream now: an earlier seek of it may have replaced `s.owner`.
+      const old = assignments.get(s.key) as PartitionControl;
       try {
         // Timeout 0: librdkafka bumps the partition's version barrier and queues the seek before
         // the call returns, so once it succeeds the seek is certain to apply (a timed wait could
@@ -133,7 +137,14 @@ export class Seeks {
     }
   }
 
+  /** Whether the assignment `owner` belongs to is still held, and its stream active. */
   private stillOwnedBy(key: string, owner: PartitionControl): boolean {
-    return this.host.assignments.get(key) === owner && owner.active && this.host.running();
+    const current = this.host.assignments.get(key);
+    return (
+      current !== undefined &&
+      current.generation === owner.generation &&
+      current.active &&
+      this.host.running()
+    );
   }
 }
