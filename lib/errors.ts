@@ -145,7 +145,10 @@ export class CommitError extends ReactiveKafkaError {
   }
 }
 
-/** A second pipeline was subscribed on a consumer that already runs one. */
+/**
+ * A second pipeline was subscribed on a consumer that already runs one, or a second subscriber on
+ * a partition's `messages$`.
+ */
 export class AlreadySubscribedError extends ReactiveKafkaError {
   readonly code = ErrorCode.AlreadySubscribed;
 }

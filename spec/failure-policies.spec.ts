@@ -183,6 +183,38 @@ describe('failure policies', () => {
     assert.equal(committed(s), 0, 'nothing past the failed offset is committed');
   });
 
+  for (const onFailure of ['skip', 'stop'] as const) {
+    it(`a thrown value String() cannot convert (an object without a prototype) still gets the ${onFailure} policy (review B)`, async () => {
+      const s = setup();
+      const r = run(
+        s,
+        (m) => {
+          if (m.offset === 1) throw Object.create(null) as object;
+        },
+        { onFailure },
+      );
+      subs.push(r.sub);
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 3);
+      s.fake().rebalanceAssign([tp(0)]);
+      if (onFailure === 'skip') {
+        await until(() => committed(s) === 3, 'committed past the skipped message');
+        assert.equal(r.error(), undefined);
+        assert.deepEqual(
+          r.out.map((o) => o.status),
+          ['processed', 'skipped', 'processed'],
+        );
+      } else {
+        await until(r.ended, 'process() to end');
+        const err = r.error();
+        assert.ok(err instanceof HandlerError, String(err));
+        assert.match(err.message, /\[object Object\]/);
+        assert.deepEqual(err.coordinates, { topic: T, partition: 0, offset: 1 });
+        assert.equal(committed(s), 1);
+      }
+    });
+  }
+
   it('abandons a retry still in backoff at the drain deadline: released then, message left for the next owner', async () => {
     const s = setup({}, {}, {}, { drainTimeoutMs: 1500 });
     const r = run(

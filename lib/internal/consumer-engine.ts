@@ -43,7 +43,14 @@ import { KafkaCompletedStore } from './completed-store';
 import type { CompletedStore } from './completed-store';
 import { connectionSettings } from '../config';
 import type { ConsumerFactory, LibrdKafkaError, Message } from './rdkafka';
-import { defaultConsumerFactory, fatalCauseFromText, list, toKafkaError, tpKey } from './rdkafka';
+import {
+  defaultConsumerFactory,
+  errorMessage,
+  fatalCauseFromText,
+  list,
+  toKafkaError,
+  tpKey,
+} from './rdkafka';
 
 /**
  * The engine's lifecycle; each state carries what is true only in it.
@@ -329,7 +336,7 @@ export class ConsumerEngine implements ProcessorHost {
       // failed connect's callback: let them arrive, then end with the most telling error.
       await new Promise((resolve) => setTimeout(resolve, 50));
       const refusal = this.incidents.takeConnectRefusal();
-      const failure = refusal ?? (err instanceof Error ? err : new Error(String(err)));
+      const failure = refusal ?? (err instanceof Error ? err : new Error(errorMessage(err)));
       if (failure === err) this.logger.error({ err }, 'could not connect');
       this.failWith(failure);
       return;
@@ -349,7 +356,7 @@ export class ConsumerEngine implements ProcessorHost {
       .then(() => this.loop())
       .catch((err: unknown) => {
         this.logger.error({ err }, 'consume loop failed');
-        this.failWith(err instanceof Error ? err : new Error(String(err)));
+        this.failWith(err instanceof Error ? err : new Error(errorMessage(err)));
       });
     this.state = { kind: 'running', since, loop };
   }

@@ -6,6 +6,7 @@ import { DeserializationError } from '../errors';
 import type { KafkaCoordinates } from '../errors';
 import type { ResolvedProcessOptions } from '../process-options';
 import type { DecodedMessage, KafkaMessage } from '../types';
+import { errorMessage } from './rdkafka';
 
 export const coordinatesOf = (m: KafkaMessage): KafkaCoordinates => ({
   topic: m.topic,
@@ -13,8 +14,7 @@ export const coordinatesOf = (m: KafkaMessage): KafkaCoordinates => ({
   offset: m.offset,
 });
 
-export const describe = (err: unknown): string =>
-  err instanceof Error ? err.message : String(err);
+export const describe = errorMessage;
 
 export const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   value !== null &&

@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { Observable } from 'rxjs';
 import type { MonoTypeOperatorFunction, ObservableInput, OperatorFunction } from 'rxjs';
+import { AlreadySubscribedError } from '../errors';
 import { dropOnEndMerge } from './drop-on-end-merge';
 import type { KafkaMessage, PartitionStream } from '../types';
 import { OffsetLedger } from './offset-ledger';
@@ -69,7 +70,9 @@ export class PartitionControl implements PartitionStream {
     this.messages$ = new Observable<KafkaMessage>((subscriber) => {
       if (this.subscribed) {
         subscriber.error(
-          new Error(`messages$ of ${this.topic}[${this.partition}] accepts a single subscriber`),
+          new AlreadySubscribedError(
+            `messages$ of ${this.topic}[${this.partition}] accepts a single subscriber (share it, e.g. with share(), to feed several)`,
+          ),
         );
         return undefined;
       }
@@ -163,7 +166,9 @@ export class PartitionControl implements PartitionStream {
    */
   attach(sink: PartitionSink): () => void {
     if (this.subscribed) {
-      throw new Error(`messages$ of ${this.topic}[${this.partition}] accepts a single subscriber`);
+      throw new AlreadySubscribedError(
+        `messages$ of ${this.topic}[${this.partition}] accepts a single subscriber`,
+      );
     }
     this.subscribed = true;
     this.subscriber = sink;

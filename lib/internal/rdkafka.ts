@@ -241,9 +241,18 @@ export function kafkaCodeOf(err: unknown): number | undefined {
 /** A map key for a topic partition. @internal */
 export const tpKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 
-/** The message of an error of any shape. @internal */
-export const errorMessage = (err: unknown): string =>
-  err instanceof Error ? err.message : String(err);
+/**
+ * The message of an error of any shape — also of a thrown value `String()` cannot convert (an
+ * object without a prototype): its tag then. @internal
+ */
+export const errorMessage = (err: unknown): string => {
+  if (err instanceof Error) return err.message;
+  try {
+    return String(err);
+  } catch {
+    return Object.prototype.toString.call(err);
+  }
+};
 
 /** Plain `{ topic, partition }` copies (drops offsets and anything else the binding attached). @internal */
 export const list = (

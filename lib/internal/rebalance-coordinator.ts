@@ -18,7 +18,7 @@ import type { ConsumerClient } from './consumer-client';
 import type { FlowControl } from './flow-control';
 import type { PartitionControl } from './partition-control';
 import type { Assignment, LibrdKafkaError } from './rdkafka';
-import { Code, kafkaCodeOf, list, toKafkaError, tpKey } from './rdkafka';
+import { Code, errorMessage, kafkaCodeOf, list, toKafkaError, tpKey } from './rdkafka';
 import { revoke } from './revoke-protocol';
 import type { RevokeContext, RevokeHost } from './revoke-protocol';
 import { NO_START_CHOICES } from './start-positions';
@@ -158,7 +158,7 @@ export class RebalanceCoordinator {
       }
     } catch (error) {
       this.host.logger.error({ err: error }, 'rebalance handling failed');
-      this.host.fail(error instanceof Error ? error : new Error(String(error)));
+      this.host.fail(error instanceof Error ? error : new Error(errorMessage(error)));
     }
   }
 
@@ -206,7 +206,9 @@ export class RebalanceCoordinator {
           this.host.fail(hookFailure);
         }
       })
-      .catch((err: unknown) => this.host.fail(err instanceof Error ? err : new Error(String(err))))
+      .catch((err: unknown) =>
+        this.host.fail(err instanceof Error ? err : new Error(errorMessage(err))),
+      )
       .finally(() => {
         this.tasks.delete(task);
         this.host.changed();
@@ -418,7 +420,7 @@ export class RebalanceCoordinator {
     const task = revoke(ctx, this.revokeHost)
       .catch((err: unknown) => {
         logger.error({ err, generation }, 'revoke failed');
-        this.host.fail(err instanceof Error ? err : new Error(String(err)));
+        this.host.fail(err instanceof Error ? err : new Error(errorMessage(err)));
       })
       .finally(() => {
         this.revokes -= 1;

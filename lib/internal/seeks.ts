@@ -15,7 +15,7 @@ import type { Assignments } from './assignments';
 import type { ConsumerClient } from './consumer-client';
 import type { FlowControl } from './flow-control';
 import type { PartitionControl } from './partition-control';
-import { tpKey } from './rdkafka';
+import { errorMessage, tpKey } from './rdkafka';
 import type { StartPositions } from './start-positions';
 
 interface PendingSeek {
@@ -100,7 +100,7 @@ export class Seeks {
         // assigned) fail it, and then nothing changed: the old stream goes on.
         await client.seek({ topic: s.tp.topic, partition: s.tp.partition, offset: s.offset }, 0);
       } catch (err) {
-        s.reject(err instanceof Error ? err : new Error(String(err)));
+        s.reject(err instanceof Error ? err : new Error(errorMessage(err)));
         continue;
       }
       // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.

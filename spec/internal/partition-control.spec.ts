@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { AlreadySubscribedError, ErrorCode } from '../../lib';
 import type { KafkaMessage } from '../../lib';
 import { PartitionControl } from '../../lib/internal/partition-control';
 
@@ -43,12 +44,17 @@ describe('PartitionControl.attach', () => {
   it('accepts a single consumer: attach after messages$, and messages$ after attach, are refused', () => {
     const a = control();
     a.messages$.subscribe();
-    assert.throws(() => a.attach({ next: () => undefined, complete: () => undefined }), /single/);
+    assert.throws(
+      () => a.attach({ next: () => undefined, complete: () => undefined }),
+      (e: unknown) => e instanceof AlreadySubscribedError && /single/.test(e.message),
+    );
     const b = control();
     b.attach({ next: () => undefined, complete: () => undefined });
     let error: unknown;
     b.messages$.subscribe({ error: (e: unknown) => (error = e) });
     assert.match(String(error), /single subscriber/);
+    assert.ok(error instanceof AlreadySubscribedError, 'a typed error');
+    assert.equal(error.code, ErrorCode.AlreadySubscribed);
   });
 
   it('stops delivering to a detached sink', () => {
