@@ -5,7 +5,7 @@
  * racing a rebalance. Each was a failing test before its fix.
  */
 import assert from 'node:assert/strict';
-import { Subject, firstValueFrom, takeUntil } from 'rxjs';
+import { Subject, filter, firstValueFrom, takeUntil, tap } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import { ConfigError, NotAssignedError, StartPositionError } from '../lib';
 import type { KafkaMessage, PartitionStream } from '../lib';
@@ -318,6 +318,44 @@ describe('graceful on every path', () => {
   it('rejects a close() timeout that is not a positive integer with a ConfigError', async () => {
     const h = harness();
     await assert.rejects(h.consumer.close({ timeoutMs: -1 }), ConfigError);
+    await h.consumer.close();
+  });
+
+  it('ignores an ack of a message of the stream a seek replaced (same generation, same offsets; review A)', async () => {
+    const h = harness({ commitIntervalMs: 5 });
+    const streams: PartitionStream[] = [];
+    subs.push(h.consumer.partitions$.subscribe((p) => streams.push(p)));
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => streams.length === 1, 'the first stream');
+    const old: KafkaMessage[] = [];
+    // Delivered and never acknowledged (the acknowledge() at the end only marks the pipeline's end).
+    const oldSub = streams[0]!.messages$
+      .pipe(
+        tap((m) => old.push(m)),
+        filter(() => false),
+        streams[0]!.acknowledge(),
+      )
+      .subscribe();
+    await until(() => old.length === 5, 'offsets 0..4 delivered, none acked');
+    await h.consumer.seek(tp(0), { offset: 0 });
+    await until(() => streams.length === 2, 'the stream after the seek');
+    const fresh: KafkaMessage[] = [];
+    subs.push(streams[1]!.messages$.subscribe((m) => fresh.push(m)));
+    await until(() => fresh.length === 5, 'offsets 0..4 again');
+    assert.equal(old[0]!.generation, fresh[0]!.generation, 'a seek keeps the generation');
+    for (const m of old) streams[1]!.ack(m);
+    assert.equal(
+      h.consumer.metrics().partitions.find((p) => p.partition === 0)?.inFlight,
+      5,
+      'none of them counted',
+    );
+    for (const m of fresh.slice(0, 2)) streams[1]!.ack(m);
+    await until(() => committed(h) === 2, 'only the new stream’s acks commit');
+    for (const m of fresh.slice(2)) streams[1]!.ack(m);
+    await until(() => committed(h) === 5, 'the rest, acked on the new stream');
+    oldSub.unsubscribe(); // the replaced stream's pipeline ends (a close would wait for it)
     await h.consumer.close();
   });
 

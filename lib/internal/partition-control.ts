@@ -246,12 +246,14 @@ export class PartitionControl implements PartitionStream {
   }
 
   ack(message: KafkaMessage): void {
+    // Every message carries its stream's signal: one of another stream (a wrong `acknowledge()`,
+    // also one of the stream a seek replaced, which has the same generation) must not count here.
     if (
-      message.generation !== this.generation ||
+      message.signal !== this.signal ||
       message.partition !== this.partition ||
       message.topic !== this.topic
     ) {
-      return; // another stream's message (a wrong `acknowledge()`): it must not count here
+      return;
     }
     if (this.state_ === 'fenced' || this.state_ === 'released') return;
     if (!this.ledger.complete(message.offset)) return;
