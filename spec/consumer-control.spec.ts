@@ -7,7 +7,7 @@ import type {
   ReactiveConsumerOptions,
   StartPosition,
 } from '../lib';
-import { T, committed, harness, tp, until } from './helpers/harness';
+import { T, committed, gate, harness, tp, until } from './helpers/harness';
 import type { Harness } from './helpers/harness';
 
 describe('start positions (onAssign hook)', () => {
@@ -391,6 +391,40 @@ describe('pause and resume by the application', () => {
     await until(() => committed(h) === 5, 'committed to the end');
     await h.consumer.close();
     assert.deepEqual(seen, [0, 1, 2, 3, 4], 'each record once, in order');
+  });
+
+  it('positions() names the next offset to read while held-back records wait to be fetched again, not the offset to commit (review A)', async () => {
+    const h = harness({ consumeBatchSize: 5 }, { losePauses: 1 });
+    const seen: number[] = [];
+    const slow = gate();
+    subs.push(
+      h.consumer
+        .process(
+          (m) => {
+            seen.push(m.offset);
+            return m.offset >= 2 && m.offset < 5 ? slow.promise : undefined;
+          },
+          { partitionConcurrency: 4 },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    h.fake().produce(T, 0, 5);
+    await until(() => seen.length === 5, 'offsets 0..4 delivered, 2..4 running');
+    h.consumer.pause([tp(0)]); // dropped by librdkafka
+    h.fake().produce(T, 0, 5);
+    await movedBack(h, 5);
+    // Not 2 (the offset to commit): the next record read is 5.
+    assert.deepEqual(h.consumer.positions(), [{ topic: T, partition: 0, offset: 5 }]);
+    slow.open();
+    h.consumer.resume([tp(0)]);
+    await until(() => seen.length === 10, 'the rest after resume()');
+    await until(
+      () => h.consumer.positions()[0]?.offset === 10,
+      "librdkafka's position once the rewind ended",
+    );
+    await h.consumer.close();
   });
 
   it('holds back what arrives after a pause() librdkafka dropped while running, and goes on from there after resume()', async () => {

@@ -314,8 +314,10 @@ export class ConsumerEngine implements ProcessorHost {
     }
     return owned.map((c) => {
       const p = positions.find((x) => x.topic === c.topic && x.partition === c.partition)?.offset;
-      const offset = typeof p === 'number' && p >= 0 ? p : c.ledger.committable();
-      return { topic: c.topic, partition: c.partition, offset };
+      // While held-back messages are fetched again, librdkafka's position runs ahead of what the
+      // stream was handed; where it knows none (after a seek), the ledger's next offset to read.
+      const known = typeof p === 'number' && p >= 0 && !this.flow.rewinding(c);
+      return { topic: c.topic, partition: c.partition, offset: known ? p : c.ledger.nextToRead };
     });
   }
 

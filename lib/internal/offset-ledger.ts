@@ -148,6 +148,18 @@ export class OffsetLedger {
     return this.lastDelivered;
   }
 
+  /**
+   * The next offset the client hands over, as far as the ledger knows: one past the last delivered
+   * offset (or the client's recorded position, if beyond), else the start; undefined if unknown.
+   */
+  get nextToRead(): number | undefined {
+    const past = this.lastDelivered >= 0 ? this.lastDelivered + 1 : this.start;
+    if (this.position !== undefined && (past === undefined || this.position > past)) {
+      return this.position;
+    }
+    return past;
+  }
+
   /** True once any offset was delivered. */
   get hasDeliveries(): boolean {
     return this.lastDelivered >= 0;

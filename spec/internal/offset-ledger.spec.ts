@@ -11,6 +11,17 @@ describe('OffsetLedger', () => {
     assert.equal(new OffsetLedger(42).committable(), 42);
   });
 
+  it('knows the next offset to read: the start, then one past the last delivered, or the position beyond', () => {
+    assert.equal(new OffsetLedger().nextToRead, undefined);
+    const l = new OffsetLedger(3);
+    assert.equal(l.nextToRead, 3);
+    [3, 4, 5].forEach((o) => l.deliver(o));
+    assert.equal(l.nextToRead, 6, 'whatever is finished');
+    assert.equal(l.committable(), 3);
+    l.advanceTo(9); // a transaction marker and aborted records skipped
+    assert.equal(l.nextToRead, 9);
+  });
+
   it('commits one past the last finished offset when completed in order', () => {
     const l = new OffsetLedger();
     [5, 6, 7].forEach((o) => l.deliver(o));
