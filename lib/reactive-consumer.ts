@@ -535,7 +535,8 @@ export class ReactiveConsumer {
    * than the first call's deadline, the sooner deadline holds (a SIGTERM after an unsubscribe must
    * still fit its grace period; the drain is cut shorter then). Safe before the first assignment
    * and from a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline
-   * completes afterwards.
+   * completes afterwards. From inside a handler, call it without awaiting it: the close drains that
+   * handler too, so awaiting it there waits until the drain deadline and the message is redone.
    */
   async close(options: { timeoutMs?: number } = {}): Promise<void> {
     const timeoutMs = options.timeoutMs ?? this.settings.closeTimeoutMs;
