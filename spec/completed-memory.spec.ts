@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { Subscription } from 'rxjs';
 import { ReactiveConsumer } from '../lib';
-import type { KafkaMessage, TopicPartition } from '../lib';
+import type { KafkaMessage, ReactiveConsumerOptions, TopicPartition } from '../lib';
 import { decodeCompleted, encodeCompleted, toRuns } from '../lib/internal/completed-codec';
 import type { CompletedMemory } from '../lib/internal/completed-codec';
 import type { CompletedStore } from '../lib/internal/completed-store';
@@ -37,7 +37,12 @@ class MemoryStore implements CompletedStore {
 }
 
 /** A consumer over a fake that shares its logs and commits with `from` (a restart). */
-function start(from: FakeConsumer | undefined, store: MemoryStore, remember = true) {
+function start(
+  from: FakeConsumer | undefined,
+  store: MemoryStore,
+  remember = true,
+  extra: Partial<ReactiveConsumerOptions> = {},
+) {
   let created: FakeConsumer | undefined;
   const consumer = new ReactiveConsumer(
     {
@@ -47,6 +52,7 @@ function start(from: FakeConsumer | undefined, store: MemoryStore, remember = tr
       commitIntervalMs: 5,
       consumeTimeoutMs: 1,
       rememberCompleted: remember,
+      ...extra,
     },
     {
       consumerFactory: ((g: Record<string, unknown>) => {
@@ -184,6 +190,88 @@ describe('completed-offset memory', () => {
     await until(() => seen.length === 4, 'from 4 on');
     assert.deepEqual(seen, [4, 5, 6, 7]);
     await c.consumer.close();
+  });
+});
+
+describe('completed-offset memory and a replay the application asked for (review B)', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('an onAssign start other than the committed offset runs everything from there (the memory is not applied)', async () => {
+    const store = new MemoryStore(() => undefined);
+    store.records.set(tpKey(T, 0), { base: 3, completed: [5, 6] });
+    const c = start(undefined, store, true, { onAssign: () => 'earliest' });
+    const seen: number[] = [];
+    subs.push(c.consumer.process((m: KafkaMessage) => void seen.push(m.offset)).subscribe());
+    await until(() => c.fake().isConnected(), 'connect');
+    c.fake().produce(T, 0, 8);
+    c.fake().commits.set(`${T}[0]`, 3); // committed 3: the memory would apply at 3
+    c.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 8, 'the whole replay');
+    assert.deepEqual(seen, [0, 1, 2, 3, 4, 5, 6, 7]);
+    await c.consumer.close();
+  });
+
+  it('the onAssign hook keeping the committed offset still uses the memory', async () => {
+    const store = new MemoryStore(() => undefined);
+    store.records.set(tpKey(T, 0), { base: 3, completed: [5, 6] });
+    const c = start(undefined, store, true, { onAssign: () => 'committed' });
+    const seen: number[] = [];
+    subs.push(c.consumer.process((m: KafkaMessage) => void seen.push(m.offset)).subscribe());
+    await until(() => c.fake().isConnected(), 'connect');
+    c.fake().produce(T, 0, 8);
+    c.fake().commits.set(`${T}[0]`, 3);
+    c.fake().rebalanceAssign([tp(0)]);
+    await until(() => seen.length === 3, '3, 4 and 7');
+    assert.deepEqual(seen, [3, 4, 7]);
+    await c.consumer.close();
+  });
+
+  it('a seek back replaces the memory written before it: after a crash the replay is redone, not skipped', async () => {
+    const store = new MemoryStore(() => undefined);
+    const first = start(undefined, store, true);
+    const seen: number[] = [];
+    const hang = new Promise<void>(() => undefined);
+    let seeking = false;
+    subs.push(
+      first.consumer
+        .process(
+          (m: KafkaMessage) => {
+            seen.push(m.offset);
+            // Offset 3 hangs the first time (5 and 6 finish above it: remembered), and after the
+            // seek everything from 3 hangs (the crash comes before any of it finishes).
+            if (m.offset === 3 || (seeking && m.offset > 3)) return hang;
+            return undefined;
+          },
+          { partitionConcurrency: 4 },
+        )
+        .subscribe(),
+    );
+    await until(() => first.fake().isConnected(), 'connect');
+    first.fake().produce(T, 0, 7);
+    first.fake().rebalanceAssign([tp(0)]);
+    await until(
+      () => store.records.get(tpKey(T, 0))?.completed.includes(6) === true,
+      'the memory of 4, 5 and 6 above the committed 3',
+    );
+    seeking = true;
+    await first.consumer.seek(tp(0), { offset: 3 });
+    await until(
+      () => store.records.get(tpKey(T, 0))?.completed.length === 0,
+      'the seek’s stream replaced the memory (nothing finished above 3 since)',
+    );
+    // "Crash": the next owner starts from the committed offset and the store.
+    const second = start(first.fake(), store, true);
+    const again: number[] = [];
+    subs.push(second.consumer.process((m: KafkaMessage) => void again.push(m.offset)).subscribe());
+    await until(() => second.fake().isConnected(), 'connect the next owner');
+    second.fake().rebalanceAssign([tp(0)]);
+    await until(() => again.length === 4, 'the replay from 3');
+    assert.deepEqual(again, [3, 4, 5, 6]);
+    await second.consumer.close();
   });
 });
 

@@ -235,8 +235,8 @@ export class Committer implements OffsetCommits {
     for (const { control, offset } of batch) {
       const completed = control.ledger.completedAbove(Number.MAX_SAFE_INTEGER);
       const last = this.memoriesWritten.get(control);
-      // An empty memory is written only to replace a non-empty one.
-      if (completed.length === 0 && !(last?.nonEmpty ?? false)) continue;
+      // An empty memory is written only to replace a non-empty one (or one from before a seek).
+      if (completed.length === 0 && !(last?.nonEmpty ?? control.replacesMemory)) continue;
       const signature = `${offset}:${completed.length}:${completed[completed.length - 1] ?? -1}`;
       if (signature === last?.signature) continue; // unchanged since the last write
       entries.push({ topic: control.topic, partition: control.partition, base: offset, completed });

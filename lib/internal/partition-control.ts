@@ -133,6 +133,13 @@ export class PartitionControl implements PartitionStream {
     if (completed !== undefined && completed.length > 0) this.skip = new Set(completed);
   }
 
+  /**
+   * Set on a stream a seek started: the completed-offset memory stored for its partition (written
+   * before the seek) no longer holds, so the stream's first memory write replaces it even when
+   * empty.
+   */
+  replacesMemory = false;
+
   /** Whether a previous owner finished this offset (then it is counted done, not redone). */
   finishedBefore(offset: number): boolean {
     return this.skip !== undefined && this.skip.has(offset);

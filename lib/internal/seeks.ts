@@ -116,6 +116,7 @@ export class Seeks {
       old.fence(`seek to ${s.offset}`);
       const control = this.host.newControl(s.tp, old.generation);
       control.startAt(s.offset);
+      control.replacesMemory = true; // what was remembered before the seek no longer holds
       assignments.replace(old, control);
       flow.replaced(old, control);
       this.host

@@ -91,7 +91,7 @@ export class StartPositions {
   ): Promise<StartChoices> {
     const starts = new Map<string, number>();
     const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
-    const memories = this.store
+    const memories: Map<string, readonly number[]> = this.store
       ? await this.loadMemories(partitions, committed)
       : new Map<string, readonly number[]>();
     const hook = this.settings.onAssign;
@@ -122,7 +122,12 @@ export class StartPositions {
           if (hasCommitted || !this.resetsToLatest()) return;
           position = 'latest';
         }
-        starts.set(tpKey(tp.topic, tp.partition), await this.resolvePosition(tp, position));
+        const key = tpKey(tp.topic, tp.partition);
+        const start = await this.resolvePosition(tp, position);
+        starts.set(key, start);
+        // A memory belongs to a start at the committed offset it was written for: a start chosen
+        // elsewhere (a replay from 'earliest', say) runs everything from there.
+        if (start !== o) memories.delete(key);
       }),
     );
     return { starts, memories };
