@@ -507,8 +507,11 @@ export class ReactiveConsumer {
   }
 
   /**
-   * The fetch position (next offset to read) of each partition this consumer owns now; `offset` is
-   * undefined until librdkafka knows it (before the first fetch of the partition).
+   * The fetch position (next offset to read) of each partition this consumer owns now:
+   * librdkafka's, or — where it knows none (after a seek) or runs ahead (records held back to be
+   * fetched again) — one past the last message the partition's stream was handed; `offset` is
+   * undefined while neither is known (an assignment that started from its committed offset and
+   * was handed nothing yet).
    */
   positions(): { topic: string; partition: number; offset: number | undefined }[] {
     return this.engine.positions();

@@ -221,6 +221,21 @@ describe('seek while running', () => {
     await h.consumer.close();
   });
 
+  it('takes a seek whose reply timed out as applied: librdkafka queued it before waiting (pitfalls review)', async () => {
+    const h = harness({ commitIntervalMs: 5 }, { seekTimesOut: true });
+    const seen: number[] = [];
+    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 6, 'first pass committed');
+    assert.equal(await h.consumer.seek(tp(0), { offset: 2 }), 2);
+    await until(() => seen.length === 10, 'replayed 2..5');
+    assert.deepEqual(seen.slice(6), [2, 3, 4, 5]);
+    await until(() => committed(h) === 6, 'committed again after the replay');
+    await h.consumer.close();
+  });
+
   it('leaves the stream untouched when the native seek fails', async () => {
     const h = harness({}, { seekError: 'Local: Erroneous state' });
     const seen: number[] = [];

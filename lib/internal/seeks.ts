@@ -15,7 +15,7 @@ import type { Assignments } from './assignments';
 import type { ConsumerClient } from './consumer-client';
 import type { FlowControl } from './flow-control';
 import type { PartitionControl } from './partition-control';
-import { errorMessage, tpKey } from './rdkafka';
+import { Code, errorMessage, kafkaCodeOf, tpKey } from './rdkafka';
 import type { StartPositions } from './start-positions';
 
 interface PendingSeek {
@@ -94,14 +94,20 @@ export class Seeks {
       // The assignment's stream now: an earlier seek of it may have replaced `s.owner`.
       const old = assignments.get(s.key) as PartitionControl;
       try {
-        // Timeout 0: librdkafka bumps the partition's version barrier and queues the seek before
-        // the call returns, so once it succeeds the seek is certain to apply (a timed wait could
-        // report a timeout for a seek that still happens). Only local errors (partition not
-        // assigned) fail it, and then nothing changed: the old stream goes on.
+        // librdkafka bumps the partition's version barrier and queues the seek before it waits for
+        // the reply, so once queued the seek is certain to apply. node-rdkafka raises the timeout
+        // to at least 10 ms: a busy broker thread then makes the call answer ERR__TIMED_OUT for a
+        // seek that still happens — taken as applied. Other errors are local (partition not
+        // assigned): nothing changed, the old stream goes on.
         await client.seek({ topic: s.tp.topic, partition: s.tp.partition, offset: s.offset }, 0);
       } catch (err) {
-        s.reject(err instanceof Error ? err : new Error(errorMessage(err)));
-        continue;
+        if (kafkaCodeOf(err) !== Code.TIMED_OUT) {
+          s.reject(err instanceof Error ? err : new Error(errorMessage(err)));
+          continue;
+        }
+        this.host
+          .partitionLogger(old)
+          .debug({ offset: s.offset }, 'seek queued, its reply timed out: it applies all the same');
       }
       // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.
       if (assignments.get(s.key) !== old || !old.active) {

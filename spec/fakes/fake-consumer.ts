@@ -84,6 +84,12 @@ export interface FakeOptions {
   /** Makes seek() fail with this message. */
   seekError?: string;
   /**
+   * seek() moves the position but answers ERR__TIMED_OUT, as node-rdkafka does when librdkafka's
+   * wait for the reply (at least 10 ms, whatever timeout is asked) passes: the seek was queued and
+   * applies all the same.
+   */
+  seekTimesOut?: boolean;
+  /**
    * How many pause() calls are recorded but not applied, as when librdkafka drops a pause request
    * whose version barrier lost a race against one of its own threads (an outdated op).
    */
@@ -835,6 +841,12 @@ export class FakeConsumer extends EventEmitter {
     if (assigned) {
       this.fetchPos.set(key(tp), tp.offset);
       this.appPos.delete(key(tp)); // librdkafka resets the position until a record is consumed
+    }
+    if (assigned && this.options.seekTimesOut) {
+      setImmediate(() =>
+        cb(Object.assign(new Error('Local: Timed out'), { code: E.ERR__TIMED_OUT })),
+      );
+      return this;
     }
     setImmediate(() => (assigned ? cb() : cb(new Error('Local: Erroneous state'))));
     return this;
