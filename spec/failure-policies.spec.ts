@@ -16,7 +16,7 @@ import type { ReactiveConsumerInternals } from '../lib/reactive-consumer';
 import type { FakeOptions } from './fakes/fake-consumer';
 import { fakeProducerFactory } from './fakes/fake-producer';
 import type { FakeProducerOptions } from './fakes/fake-producer';
-import { T, harness, tp, until } from './helpers/harness';
+import { T, gate, harness, tp, until } from './helpers/harness';
 
 const E = Kafka.CODES.ERRORS;
 const fastRetry = { count: 3, initialDelayMs: 1, maxDelayMs: 2 };
@@ -181,6 +181,33 @@ describe('failure policies', () => {
     );
     assert.equal(calls.filter((c) => c === '0:A').length, 2, 'offset 0 tried twice');
     assert.equal(committed(s), 0, 'nothing past the failed offset is committed');
+  });
+
+  it("stop under ordering 'key': earlier messages of other keys still run, so everything before the failed one is committed (review C)", async () => {
+    const s = setup();
+    const calls: number[] = [];
+    const gateA = gate();
+    const r = run(
+      s,
+      async (m: { offset: number }) => {
+        calls.push(m.offset);
+        if (m.offset === 0) await gateA.promise; // A: 1 (A) waits behind it
+        if (m.offset === 3) throw new Error('poison'); // C fails for good
+      },
+      { ordering: 'key', partitionConcurrency: 4, retry: { count: 0 } },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    const keys = ['A', 'A', 'B', 'C', 'D'];
+    const logs = (s.fake() as unknown as { logs: Map<string, { key: unknown }[]> }).logs;
+    (logs.get(`${T}[0]`) ?? []).forEach((m, i) => (m.key = Buffer.from(keys[i] ?? 'Z')));
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => calls.includes(3), 'offset 3 failed');
+    gateA.open();
+    await until(r.ended, 'process() to end');
+    assert.ok(r.error() instanceof HandlerError, String(r.error()));
+    assert.ok(calls.includes(1), `offset 1 (key A, before the failed 3) ran: ${calls.join(' ')}`);
+    assert.equal(committed(s), 3, 'everything before the failed offset is committed');
   });
 
   for (const onFailure of ['skip', 'stop'] as const) {

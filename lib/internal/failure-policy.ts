@@ -196,8 +196,8 @@ export class FailurePolicy<R, O> {
     error: Error,
     attempts: number,
   ): void {
-    // Nothing of the partition waiting starts any more (a later message of the same key, say).
-    partition.halt();
+    // Nothing of the partition waiting at or after it starts (a later message of its key, say).
+    partition.halt(message.offset);
     this.host.counters.failed += 1;
     this.logger.error(
       { err: error, ...coordinatesOf(message), attempts },

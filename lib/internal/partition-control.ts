@@ -32,6 +32,7 @@ export class PartitionControl implements PartitionStream {
   private readonly controller = new AbortController();
   private readonly endController = new AbortController();
   private readonly haltController = new AbortController();
+  private haltedAt_: number | undefined;
   private state_: PartitionState = 'active';
   private subscriber: PartitionSink | undefined;
   private subscribed = false;
@@ -198,21 +199,27 @@ export class PartitionControl implements PartitionStream {
   }
 
   /**
-   * Aborted when nothing waiting may start any more: the partition was lost or passed its
-   * deadline ({@link fence}), or one of its messages failed for good under `onFailure: 'stop'`
-   * ({@link halt}). Handlers running finish either way.
+   * Aborted when one of the partition's messages failed for good under `onFailure: 'stop'`
+   * ({@link halt}): nothing at or after it that waits starts any more.
    */
   get halted(): AbortSignal {
     return this.haltController.signal;
   }
 
+  /** The offset of the message that halted the partition, if one did. */
+  get haltedAt(): number | undefined {
+    return this.haltedAt_;
+  }
+
   /**
-   * A message failed for good under `onFailure: 'stop'`: nothing waiting starts (under ordering
-   * 'key', not even a unit before the last one started — a later message of the failed key
-   * would run after it failed; the commit cannot pass the failed offset anyway).
+   * A message failed for good under `onFailure: 'stop'`: nothing waiting at or after its offset
+   * starts (under ordering 'key', a later message of its key would otherwise run after it failed);
+   * earlier ones of other keys still run, so the commit reaches the failed offset.
    */
-  halt(): void {
-    if (!this.haltController.signal.aborted) this.haltController.abort();
+  halt(offset: number): void {
+    if (this.haltedAt_ !== undefined) return;
+    this.haltedAt_ = offset;
+    this.haltController.abort();
   }
 
   get state(): PartitionState {
@@ -325,7 +332,6 @@ export class PartitionControl implements PartitionStream {
     this.end();
     this.state_ = 'fenced';
     if (!this.controller.signal.aborted) this.controller.abort(new Error(reason));
-    this.halt();
     this.drainedResolve();
   }
 

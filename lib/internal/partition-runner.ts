@@ -11,7 +11,9 @@
  *   last one started are dropped but earlier ones still run (a later offset of another key may be
  *   done: leaving an earlier one undone would hold the committed offset below finished work, and
  *   the next owner would redo it); when `stop` aborts (lost, drain deadline), every unit waiting
- *   is dropped.
+ *   is dropped;
+ * - a stop at a failed unit (`halt`, onFailure 'stop'): units waiting at or after it are dropped
+ *   (all of them, FIFO), and later pushes are ignored.
  *
  * A unit that finishes synchronously costs two counter updates and a queue step; the loop, not
  * recursion, starts the next one, so a long run of synchronous units never grows the stack.
@@ -32,6 +34,15 @@ export interface UnitExecutor<U> {
    * it finishes, unless the runner cancelled it first.
    */
   start(unit: U): RunningUnit | undefined;
+}
+
+/**
+ * A stop at a failed unit (`onFailure: 'stop'`): once `halted` aborts, nothing waiting at or after
+ * `haltedAt` starts, and nothing pushed after it is queued.
+ */
+export interface HaltSource {
+  readonly halted: AbortSignal;
+  readonly haltedAt: number | undefined;
 }
 
 /** Ordering by key: the key of a unit and its position (offset) in the partition. */
@@ -199,6 +210,8 @@ export class PartitionRunner<U> implements LimiterWaiter {
   private endedFlag: boolean;
   private stopFlag: boolean;
   private cutDone = false;
+  private haltFlag: boolean;
+  private haltDone = false;
   /** The highest position started so far (keyed ordering). */
   private lastStarted = Number.NEGATIVE_INFINITY;
   private readonly onEnded = (): void => {
@@ -207,6 +220,10 @@ export class PartitionRunner<U> implements LimiterWaiter {
   };
   private readonly onStop = (): void => {
     this.stopFlag = true;
+    this.drain();
+  };
+  private readonly onHalt = (): void => {
+    this.haltFlag = true;
     this.drain();
   };
 
@@ -222,12 +239,23 @@ export class PartitionRunner<U> implements LimiterWaiter {
     private readonly stop: AbortSignal,
     private readonly onComplete: () => void,
     private readonly keyed?: KeyOrdering<U>,
+    private readonly halt?: HaltSource,
   ) {
     this.queue = keyed === undefined ? new FifoQueue<U>() : new KeyedQueue<U>(keyed);
     this.endedFlag = ended.aborted;
     this.stopFlag = stop.aborted;
+    this.haltFlag = halt?.halted.aborted ?? false;
     ended.addEventListener('abort', this.onEnded, { once: true });
     stop.addEventListener('abort', this.onStop, { once: true });
+    halt?.halted.addEventListener('abort', this.onHalt, { once: true });
+  }
+
+  /** Whether a stop at a failed unit keeps `unit` from being queued or started. */
+  private haltedOut(unit: U): boolean {
+    if (!this.haltFlag) return false;
+    // FIFO units start in position order: every one not started yet comes after the failed one.
+    if (this.keyed === undefined) return true;
+    return this.keyed.positionOf(unit) >= (this.halt?.haltedAt ?? Number.NEGATIVE_INFINITY);
   }
 
   /** Units running now. */
@@ -242,7 +270,7 @@ export class PartitionRunner<U> implements LimiterWaiter {
 
   /** A unit from the source (ignored once the partition ended or the runner closed). */
   push(unit: U): void {
-    if (this.endedFlag || this.closed) return;
+    if (this.endedFlag || this.closed || this.haltedOut(unit)) return;
     this.queue.push(unit);
     this.drain();
   }
@@ -295,6 +323,7 @@ export class PartitionRunner<U> implements LimiterWaiter {
     this.closed = true;
     this.ended.removeEventListener('abort', this.onEnded);
     this.stop.removeEventListener('abort', this.onStop);
+    this.halt?.halted.removeEventListener('abort', this.onHalt);
     this.stale += this.requested;
     this.requested = 0;
     this.queue.cut(Number.NEGATIVE_INFINITY);
@@ -332,9 +361,16 @@ export class PartitionRunner<U> implements LimiterWaiter {
   private applyEnd(): void {
     if (this.stopFlag) {
       if (this.queue.waiting > 0) this.queue.cut(Number.NEGATIVE_INFINITY);
-    } else if (this.endedFlag && !this.cutDone) {
-      this.cutDone = true;
-      this.queue.cut(this.keyed === undefined ? Number.NEGATIVE_INFINITY : this.lastStarted);
+    } else {
+      if (this.haltFlag && !this.haltDone) {
+        this.haltDone = true;
+        // Keyed: units of other keys before the failed one still run (the commit reaches it).
+        this.queue.cut(this.halt?.haltedAt ?? Number.NEGATIVE_INFINITY);
+      }
+      if (this.endedFlag && !this.cutDone) {
+        this.cutDone = true;
+        this.queue.cut(this.keyed === undefined ? Number.NEGATIVE_INFINITY : this.lastStarted);
+      }
     }
     const ready = this.queue.ready;
     if (this.requested > ready) {

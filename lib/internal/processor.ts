@@ -105,8 +105,10 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           limiter,
           this.options.partitionConcurrency,
           partition.ended,
-          partition.halted,
+          partition.signal,
           complete,
+          undefined,
+          partition,
         );
         runner = r;
         const sink = new BatchSink(r, batch?.maxSize ?? 1, batch?.maxWaitMs ?? 0);
@@ -128,9 +130,10 @@ export class MessageProcessor<R, K, V, O = Processed<R>> {
           limiter,
           this.options.partitionConcurrency,
           partition.ended,
-          partition.halted,
+          partition.signal,
           complete,
           keyed ? KEY_ORDERING : undefined,
+          partition,
         );
         runner = r;
         try {
