@@ -22,8 +22,10 @@ export interface KafkaMessage {
   /** The assignment generation this message was delivered in. */
   readonly generation: number;
   /**
-   * Aborted when the partition is lost or its drain deadline passes. One signal per partition
-   * assignment: pass it to the I/O your handler does so it stops when the work no longer counts.
+   * Aborted when the partition is lost, its drain deadline passes, or a `seek()` replaces its
+   * stream. One signal per partition stream (a seek starts a new one): pass it to the I/O your
+   * handler does so it stops when the work no longer counts. It also tells the stream's messages
+   * apart: an `ack()` counts only for a message carrying its stream's signal.
    */
   readonly signal: AbortSignal;
 }
@@ -277,7 +279,12 @@ export interface PartitionStream extends TopicPartition {
     project: (value: T) => ObservableInput<R>,
     concurrency?: number,
   ): OperatorFunction<T, R>;
-  /** Marks a message finished (its offset may be committed once everything before it is). */
+  /**
+   * Marks a message finished (its offset may be committed once everything before it is). Pass the
+   * message the stream delivered (or a copy that keeps its fields, `signal` included): a message
+   * of another stream — another partition, an earlier assignment, the stream a seek replaced — is
+   * ignored.
+   */
   ack(message: KafkaMessage): void;
   /**
    * An operator that acks every message it sees and, when it finalizes, tells the library this

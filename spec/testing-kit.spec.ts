@@ -12,6 +12,22 @@ describe('the testing kit: waits', () => {
     assert.ok(Date.now() - started < 2000, `rejected after ${Date.now() - started} ms`);
   });
 
+  it('waitFor and nextRebalance with a timeout beyond the largest timer delay wait, not give up at once (review C)', async () => {
+    const huge = 2 ** 31 + 10;
+    await waitFor(() => new Promise<boolean>((r) => setTimeout(() => r(true), 50)), {
+      timeoutMs: huge,
+    });
+    const never = { rebalances$: NEVER } as never;
+    const outcome = await Promise.race([
+      nextRebalance(never, 'assigned', { timeoutMs: huge }).then(
+        () => 'resolved',
+        (e: unknown) => `rejected: ${String(e)}`,
+      ),
+      new Promise<string>((r) => setTimeout(() => r('still waiting'), 100)),
+    ]);
+    assert.equal(outcome, 'still waiting');
+  });
+
   it('waitFor resolves on a sync or async true, and rejects at once when the condition throws', async () => {
     let n = 0;
     await waitFor(() => ++n >= 3, { intervalMs: 1 });

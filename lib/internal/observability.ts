@@ -28,6 +28,7 @@ import { errorMessage, tpKey } from './rdkafka';
 import { RebalanceTally } from './rebalance-tally';
 import type { RebalancePhase } from './rebalance-tally';
 import { RunningHandler, StallDetector } from './stall-detector';
+import { timerDelay } from './timers';
 
 /** The least a message must carry for a handler to be instrumented. */
 export type HandledMessage = Pick<KafkaMessage, 'topic' | 'partition' | 'offset'> & {
@@ -459,7 +460,7 @@ export class ConsumerObservability implements EngineObserver {
     return new Observable<ConsumerMetrics>((subscriber) => {
       const timer = setInterval(
         () => subscriber.next(this.metrics()),
-        this.settings.metricsIntervalMs,
+        timerDelay(this.settings.metricsIntervalMs),
       );
       timer.unref();
       const sub = this.engine.rebalances.subscribe({

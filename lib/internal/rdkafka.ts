@@ -246,11 +246,15 @@ export const tpKey = (topic: string, partition: number): string => `${topic}\u00
  * object without a prototype): its tag then. @internal
  */
 export const errorMessage = (err: unknown): string => {
-  if (err instanceof Error) return err.message;
   try {
+    if (err instanceof Error) return err.message;
     return String(err);
   } catch {
-    return Object.prototype.toString.call(err);
+    try {
+      return Object.prototype.toString.call(err);
+    } catch {
+      return '(a thrown value that cannot be described)';
+    }
   }
 };
 

@@ -56,6 +56,8 @@ const notOwned = (tp: TopicPartition, why: string): NotAssignedError =>
 
 export class Seeks {
   private readonly pending: PendingSeek[] = [];
+  /** Per partition: settles once the latest seek requested is queued (or failed). */
+  private readonly turns = new Map<string, Promise<void>>();
 
   constructor(private readonly host: SeekHost) {}
 
@@ -64,7 +66,11 @@ export class Seeks {
     return this.pending.length > 0;
   }
 
-  /** Resolves the position, then waits for the loop to apply it; returns the offset. */
+  /**
+   * Resolves the position, then waits for the loop to apply it; returns the offset. Seeks of one
+   * partition are queued in call order: a position lookup (earliest, latest, a timestamp) waits
+   * until the seek called before it is queued, so a later plain offset cannot overtake it.
+   */
   async request(tp: TopicPartition, position: StartPosition): Promise<number> {
     const { assignments, startPositions } = this.host;
     const key = tpKey(tp.topic, tp.partition);
@@ -72,15 +78,27 @@ export class Seeks {
     if (!this.host.running() || owner === undefined || !owner.active) {
       throw notOwned(tp, 'this consumer does not own it right now');
     }
-    const offset = await startPositions.resolvePosition(tp, position);
-    if (!this.stillOwnedBy(key, owner)) {
-      throw notOwned(tp, 'it was revoked while its position was looked up');
+    const previous = this.turns.get(key);
+    let queued!: () => void;
+    const turn = new Promise<void>((resolve) => (queued = resolve));
+    this.turns.set(key, turn);
+    try {
+      if (previous !== undefined) await previous;
+      const offset = await startPositions.resolvePosition(tp, position);
+      if (!this.stillOwnedBy(key, owner)) {
+        throw notOwned(tp, 'it was revoked while its position was looked up');
+      }
+      const applied = new Promise<void>((resolve, reject) => {
+        this.pending.push({ key, owner, tp, offset, position, resolve, reject });
+        this.host.changed();
+      });
+      queued(); // the next seek of the partition may go on
+      await applied;
+      return offset;
+    } finally {
+      queued();
+      if (this.turns.get(key) === turn) this.turns.delete(key);
     }
-    await new Promise<void>((resolve, reject) => {
-      this.pending.push({ key, owner, tp, offset, position, resolve, reject });
-      this.host.changed();
-    });
-    return offset;
   }
 
   /** Applies the seeks requested since the last consume call; only the consume loop calls it. */

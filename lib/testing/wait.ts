@@ -1,5 +1,6 @@
 import { EmptyError, filter, firstValueFrom, timeout } from 'rxjs';
 import type { Observable } from 'rxjs';
+import { timerDelay } from '../internal/timers';
 import type { RebalanceEvent, RebalanceEventType, TopicPartition } from '../types';
 
 /** How long the kit's waits last unless told otherwise. */
@@ -33,14 +34,14 @@ export async function waitFor(
       // An async condition still pending at the deadline does not hold the wait past it.
       let timer: ReturnType<typeof setTimeout> | undefined;
       const expired = new Promise<'expired'>((r) => {
-        timer = setTimeout(() => r('expired'), Math.max(0, deadline - Date.now()));
+        timer = setTimeout(() => r('expired'), timerDelay(deadline - Date.now()));
       });
       const result = await Promise.race([answer, expired]).finally(() => clearTimeout(timer));
       if (result === 'expired') throw late();
       if (result) return;
     }
     if (Date.now() >= deadline) throw late();
-    await new Promise((r) => setTimeout(r, intervalMs));
+    await new Promise((r) => setTimeout(r, timerDelay(intervalMs)));
   }
 }
 
@@ -76,7 +77,7 @@ export function nextRebalance<T extends RebalanceEventType>(
     consumer.rebalances$.pipe(
       filter((e): e is Extract<RebalanceEvent, { type: T }> => e.type === type && wanted(e)),
       timeout({
-        first: timeoutMs,
+        first: timerDelay(timeoutMs),
         with: () => {
           throw new Error(`nextRebalance: no '${type}' event within ${timeoutMs} ms`);
         },
