@@ -161,58 +161,43 @@ describe('seek while running', () => {
     await h.consumer.close();
   });
 
-  it('two seeks of one partition at once both apply, in call order (review A: the second was rejected as "revoked")', async () => {
-    const h = harness({ commitIntervalMs: 5 });
-    const seen: number[] = [];
-    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
-    await until(() => h.fake().isConnected(), 'connect');
-    h.fake().produce(T, 0, 10);
-    h.fake().rebalanceAssign([tp(0)]);
-    await until(() => committed(h) === 10, 'first pass committed');
-    const results = await Promise.allSettled([
-      h.consumer.seek(tp(0), { offset: 2 }),
-      h.consumer.seek(tp(0), { offset: 6 }),
-    ]);
-    assert.deepEqual(
-      results.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason))),
-      [2, 6],
-    );
-    const seeks = h
-      .fake()
-      .ops()
-      .filter((o) => o.startsWith('seek('));
-    assert.deepEqual(seeks.slice(-2), [`seek(${T}[0]@2)`, `seek(${T}[0]@6)`]);
-    await until(() => seen.length === 14, 'replayed 6..9');
-    assert.deepEqual(seen.slice(10), [6, 7, 8, 9], 'the later seek wins');
-    await until(() => committed(h) === 10, 'committed again');
-    await h.consumer.close();
-  });
-
-  it("seeks called together keep call order when the first needs a lookup ('earliest' then an offset; review C)", async () => {
-    const h = harness({ commitIntervalMs: 5 });
-    const seen: number[] = [];
-    subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
-    await until(() => h.fake().isConnected(), 'connect');
-    h.fake().produce(T, 0, 10);
-    h.fake().rebalanceAssign([tp(0)]);
-    await until(() => committed(h) === 10, 'first pass committed');
-    const results = await Promise.allSettled([
-      h.consumer.seek(tp(0), 'earliest'),
-      h.consumer.seek(tp(0), { offset: 6 }),
-    ]);
-    assert.deepEqual(
-      results.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason))),
-      [0, 6],
-    );
-    const seeks = h
-      .fake()
-      .ops()
-      .filter((o) => o.startsWith('seek('));
-    assert.deepEqual(seeks.slice(-2), [`seek(${T}[0]@0)`, `seek(${T}[0]@6)`], 'in call order');
-    await until(() => seen.length === 14, 'replayed 6..9');
-    assert.deepEqual(seen.slice(10), [6, 7, 8, 9], 'the later seek wins');
-    await h.consumer.close();
-  });
+  // Review A: the second of two seeks was rejected as "revoked"; review C: a first seek that
+  // needs a lookup ('earliest') was overtaken by a later plain offset.
+  for (const [first, firstOffset] of [
+    [{ offset: 2 }, 2],
+    ['earliest', 0],
+  ] as const) {
+    it(`two seeks of one partition at once both apply, in call order (${JSON.stringify(first)} then 6)`, async () => {
+      const h = harness({ commitIntervalMs: 5 });
+      const seen: number[] = [];
+      subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 10);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(h) === 10, 'first pass committed');
+      const results = await Promise.allSettled([
+        h.consumer.seek(tp(0), first),
+        h.consumer.seek(tp(0), { offset: 6 }),
+      ]);
+      assert.deepEqual(
+        results.map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason))),
+        [firstOffset, 6],
+      );
+      const seeks = h
+        .fake()
+        .ops()
+        .filter((o) => o.startsWith('seek('));
+      assert.deepEqual(
+        seeks.slice(-2),
+        [`seek(${T}[0]@${firstOffset})`, `seek(${T}[0]@6)`],
+        'in call order',
+      );
+      await until(() => seen.length === 14, 'replayed 6..9');
+      assert.deepEqual(seen.slice(10), [6, 7, 8, 9], 'the later seek wins');
+      await until(() => committed(h) === 10, 'committed again');
+      await h.consumer.close();
+    });
+  }
 
   it('aborts in-flight work of the old position and never commits it', async () => {
     const h = harness({ commitIntervalMs: 5 });
