@@ -236,20 +236,18 @@ describe('completed-offset memory and a replay the application asked for (review
     const seen: number[] = [];
     const hang = new Promise<void>(() => undefined);
     let seeking = false;
-    subs.push(
-      first.consumer
-        .process(
-          (m: KafkaMessage) => {
-            seen.push(m.offset);
-            // Offset 3 hangs the first time (5 and 6 finish above it: remembered), and after the
-            // seek everything from 3 hangs (the crash comes before any of it finishes).
-            if (m.offset === 3 || (seeking && m.offset > 3)) return hang;
-            return undefined;
-          },
-          { partitionConcurrency: 4 },
-        )
-        .subscribe(),
-    );
+    const sub1 = first.consumer
+      .process(
+        (m: KafkaMessage) => {
+          seen.push(m.offset);
+          // Offset 3 hangs the first time (5 and 6 finish above it: remembered), and after the
+          // seek everything from 3 hangs (the crash comes before any of it finishes).
+          if (m.offset === 3 || (seeking && m.offset > 3)) return hang;
+          return undefined;
+        },
+        { partitionConcurrency: 4 },
+      )
+      .subscribe();
     await until(() => first.fake().isConnected(), 'connect');
     first.fake().produce(T, 0, 7);
     first.fake().rebalanceAssign([tp(0)]);
@@ -272,6 +270,9 @@ describe('completed-offset memory and a replay the application asked for (review
     await until(() => again.length === 4, 'the replay from 3');
     assert.deepEqual(again, [3, 4, 5, 6]);
     await second.consumer.close();
+    // The crashed owner's hung handlers are cut off at its close deadline.
+    sub1.unsubscribe();
+    await first.consumer.close({ timeoutMs: 500 });
   });
 });
 

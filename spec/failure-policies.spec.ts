@@ -210,6 +210,38 @@ describe('failure policies', () => {
     assert.equal(committed(s), 3, 'everything before the failed offset is committed');
   });
 
+  it("stop under ordering 'key': a second failure at a lower offset halts from there too (review D)", async () => {
+    const s = setup();
+    const calls: number[] = [];
+    const failedAt5 = (): boolean =>
+      s.consumerEvents.some((e) => e.type === 'message-failed' && e.offset === 5);
+    const r = run(
+      s,
+      async (m: { offset: number }) => {
+        calls.push(m.offset);
+        if (m.offset === 5) throw new Error('poison B'); // fails first: halts at 5
+        if (m.offset === 3) {
+          await until(failedAt5, 'the stop at 5'); // then A fails too: 4 (A) must not run
+          throw new Error('poison A');
+        }
+      },
+      { ordering: 'key', partitionConcurrency: 8, retry: { count: 0 } },
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 7);
+    const keys = ['X', 'Y', 'Z', 'A', 'A', 'B', 'C'];
+    const logs = (s.fake() as unknown as { logs: Map<string, { key: unknown }[]> }).logs;
+    (logs.get(`${T}[0]`) ?? []).forEach((m, i) => (m.key = Buffer.from(keys[i] ?? 'Z')));
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(r.ended, 'process() to end');
+    await until(() => s.fake().ops().includes('disconnect'), 'closed');
+    assert.ok(
+      !calls.includes(4),
+      `offset 4 (key A, after the failed 3) never ran: ${calls.join(' ')}`,
+    );
+    assert.equal(committed(s), 3);
+  });
+
   for (const onFailure of ['skip', 'stop'] as const) {
     it(`a thrown value String() cannot convert (an object without a prototype) still gets the ${onFailure} policy (review B)`, async () => {
       const s = setup();

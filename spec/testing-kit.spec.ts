@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { EMPTY, NEVER } from 'rxjs';
+import { EMPTY, NEVER, Subject } from 'rxjs';
 import { nextRebalance, waitFor } from '../lib/testing/wait';
 
 describe('the testing kit: waits', () => {
@@ -17,15 +17,18 @@ describe('the testing kit: waits', () => {
     await waitFor(() => new Promise<boolean>((r) => setTimeout(() => r(true), 50)), {
       timeoutMs: huge,
     });
-    const never = { rebalances$: NEVER } as never;
+    const rebalances$ = new Subject<never>();
+    const waiting = nextRebalance({ rebalances$ } as never, 'assigned', { timeoutMs: huge }).then(
+      () => 'resolved',
+      (e: unknown) => `rejected: ${String(e)}`,
+    );
     const outcome = await Promise.race([
-      nextRebalance(never, 'assigned', { timeoutMs: huge }).then(
-        () => 'resolved',
-        (e: unknown) => `rejected: ${String(e)}`,
-      ),
+      waiting,
       new Promise<string>((r) => setTimeout(() => r('still waiting'), 100)),
     ]);
     assert.equal(outcome, 'still waiting');
+    rebalances$.complete(); // ends the wait (and its timer: the suite runs without --exit)
+    assert.match(await waiting, /closed before/);
   });
 
   it('waitFor resolves on a sync or async true, and rejects at once when the condition throws', async () => {

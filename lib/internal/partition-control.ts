@@ -206,7 +206,7 @@ export class PartitionControl implements PartitionStream {
     return this.haltController.signal;
   }
 
-  /** The offset of the message that halted the partition, if one did. */
+  /** The lowest offset of a message that halted the partition, if one did. */
   get haltedAt(): number | undefined {
     return this.haltedAt_;
   }
@@ -217,9 +217,11 @@ export class PartitionControl implements PartitionStream {
    * earlier ones of other keys still run, so the commit reaches the failed offset.
    */
   halt(offset: number): void {
-    if (this.haltedAt_ !== undefined) return;
+    // A later failure at a lower offset (under 'key' or 'none', units finish out of order) moves
+    // the halt down: what waits at or after it is dropped too.
+    if (this.haltedAt_ !== undefined && offset >= this.haltedAt_) return;
     this.haltedAt_ = offset;
-    this.haltController.abort();
+    if (!this.haltController.signal.aborted) this.haltController.abort();
   }
 
   get state(): PartitionState {

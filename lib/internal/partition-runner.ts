@@ -211,7 +211,8 @@ export class PartitionRunner<U> implements LimiterWaiter {
   private stopFlag: boolean;
   private cutDone = false;
   private haltFlag: boolean;
-  private haltDone = false;
+  /** The position the queue was last cut at for a halt (a lower halt cuts again). */
+  private haltCutAt = Number.POSITIVE_INFINITY;
   /** The highest position started so far (keyed ordering). */
   private lastStarted = Number.NEGATIVE_INFINITY;
   private readonly onEnded = (): void => {
@@ -362,10 +363,13 @@ export class PartitionRunner<U> implements LimiterWaiter {
     if (this.stopFlag) {
       if (this.queue.waiting > 0) this.queue.cut(Number.NEGATIVE_INFINITY);
     } else {
-      if (this.haltFlag && !this.haltDone) {
-        this.haltDone = true;
+      const haltAt = this.haltFlag
+        ? (this.halt?.haltedAt ?? Number.NEGATIVE_INFINITY)
+        : Number.POSITIVE_INFINITY;
+      if (haltAt < this.haltCutAt) {
+        this.haltCutAt = haltAt;
         // Keyed: units of other keys before the failed one still run (the commit reaches it).
-        this.queue.cut(this.halt?.haltedAt ?? Number.NEGATIVE_INFINITY);
+        this.queue.cut(haltAt);
       }
       if (this.endedFlag && !this.cutDone) {
         this.cutDone = true;
