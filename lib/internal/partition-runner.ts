@@ -210,7 +210,6 @@ export class PartitionRunner<U> implements LimiterWaiter {
   private endedFlag: boolean;
   private stopFlag: boolean;
   private cutDone = false;
-  private haltFlag: boolean;
   /** The position the queue was last cut at for a halt (a lower halt cuts again). */
   private haltCutAt = Number.POSITIVE_INFINITY;
   /** The highest position started so far (keyed ordering). */
@@ -223,10 +222,8 @@ export class PartitionRunner<U> implements LimiterWaiter {
     this.stopFlag = true;
     this.drain();
   };
-  private readonly onHalt = (): void => {
-    this.haltFlag = true;
-    this.drain();
-  };
+  /** A halt's first notice (its position is read from `halt.haltedAt`, which may move down). */
+  private readonly onHalt = (): void => this.drain();
 
   /**
    * @param onComplete called once, when the source completed (or `ended` aborted) and every
@@ -245,7 +242,6 @@ export class PartitionRunner<U> implements LimiterWaiter {
     this.queue = keyed === undefined ? new FifoQueue<U>() : new KeyedQueue<U>(keyed);
     this.endedFlag = ended.aborted;
     this.stopFlag = stop.aborted;
-    this.haltFlag = halt?.halted.aborted ?? false;
     ended.addEventListener('abort', this.onEnded, { once: true });
     stop.addEventListener('abort', this.onStop, { once: true });
     halt?.halted.addEventListener('abort', this.onHalt, { once: true });
@@ -253,10 +249,10 @@ export class PartitionRunner<U> implements LimiterWaiter {
 
   /** Whether a stop at a failed unit keeps `unit` from being queued or started. */
   private haltedOut(unit: U): boolean {
-    if (!this.haltFlag) return false;
+    const at = this.halt?.haltedAt;
+    if (at === undefined) return false;
     // FIFO units start in position order: every one not started yet comes after the failed one.
-    if (this.keyed === undefined) return true;
-    return this.keyed.positionOf(unit) >= (this.halt?.haltedAt ?? Number.NEGATIVE_INFINITY);
+    return this.keyed === undefined || this.keyed.positionOf(unit) >= at;
   }
 
   /** Units running now. */
@@ -363,9 +359,7 @@ export class PartitionRunner<U> implements LimiterWaiter {
     if (this.stopFlag) {
       if (this.queue.waiting > 0) this.queue.cut(Number.NEGATIVE_INFINITY);
     } else {
-      const haltAt = this.haltFlag
-        ? (this.halt?.haltedAt ?? Number.NEGATIVE_INFINITY)
-        : Number.POSITIVE_INFINITY;
+      const haltAt = this.halt?.haltedAt ?? Number.POSITIVE_INFINITY;
       if (haltAt < this.haltCutAt) {
         this.haltCutAt = haltAt;
         // Keyed: units of other keys before the failed one still run (the commit reaches it).
