@@ -92,6 +92,16 @@ export interface ReactiveConsumerOptions {
   /** How long to wait for the broker to confirm one commit, in ms. @default 10000 */
   commitTimeoutMs?: number;
   /**
+   * How long after librdkafka gave up on a commit (answered it timed out, or with a transport or
+   * coordinator error) the broker may still apply it, in ms: such a commit can land after a newer
+   * one and move the group's offset back. A partition with one is released only once the group's
+   * offset, read back after this window, is its final offset (committed again when it is lower),
+   * bounded by the rebalance deadline. Set it to the broker's `offsets.commit.timeout.ms` when
+   * that differs from its default. See docs/rebalance-semantics.md, "Commits of unknown outcome".
+   * @default 5000
+   */
+  lateCommitWindowMs?: number;
+  /**
    * Longest time `close()` may take as a whole (drain, final commit, leave, disconnect), in ms.
    * The default fits a Kubernetes pod's 30 s SIGTERM grace period; a revoke running while the
    * consumer closes is brought forward to end within it (handlers still running then are cut off
@@ -174,6 +184,7 @@ export interface ConsumerSettings {
   readonly drainTimeoutMs: number;
   readonly commitIntervalMs: number;
   readonly commitTimeoutMs: number;
+  readonly lateCommitWindowMs: number;
   /** 0: stall detection disabled. */
   readonly stallThresholdMs: number;
   readonly metricsIntervalMs: number;
@@ -201,6 +212,7 @@ export const DEFAULT_DRAIN_FRACTION = 0.6;
 export const DEFAULTS = {
   commitIntervalMs: 1000,
   commitTimeoutMs: 10_000,
+  lateCommitWindowMs: 5000,
   stallThresholdMs: 30_000,
   metricsIntervalMs: 5000,
   connectTimeoutMs: 30_000,
@@ -424,6 +436,7 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     drainTimeoutMs,
     commitIntervalMs: positiveInt(opts, 'commitIntervalMs', DEFAULTS.commitIntervalMs),
     commitTimeoutMs: positiveInt(opts, 'commitTimeoutMs', DEFAULTS.commitTimeoutMs),
+    lateCommitWindowMs: positiveInt(opts, 'lateCommitWindowMs', DEFAULTS.lateCommitWindowMs, 0),
     stallThresholdMs: positiveInt(
       opts,
       'stallThresholdMs',

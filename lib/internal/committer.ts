@@ -10,6 +10,8 @@ import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
 import type { PartitionCommitResult, RevokeTransaction, TopicPartition } from '../types';
 import type { CompletedStore } from './completed-store';
+import { verifyFinalOffsets } from './commit-verification';
+import type { FinalOffset } from './commit-verification';
 import { settlesWithin, untilMoving } from './conditions';
 import type { ConsumerClient } from './consumer-client';
 import type { EngineObserver } from './engine-observer';
@@ -500,7 +502,44 @@ export class Committer implements OffsetCommits {
     // Whatever the outcome: no handover while librdkafka still holds a commit of these partitions
     // (an earlier copy, a periodic one): it could land after the next owner's commits.
     await this.holdFor(heldOf(controls), () => false, deadline, holdBy);
+    await this.verify(controls, results, holdBy);
     return controls.map((c) => results.get(c)!);
+  }
+
+  /**
+   * A commit of these partitions that librdkafka answered with an error of unknown outcome (timed
+   * out, transport failure, coordinator moved) may have been applied after the final one: the
+   * group's offsets are read back, and committed again where they are lower, before the release.
+   */
+  private async verify(
+    controls: readonly PartitionControl[],
+    results: Map<PartitionControl, PartitionCommitResult>,
+    holdBy: () => number,
+  ): Promise<void> {
+    const finals: FinalOffset[] = [];
+    for (const control of controls) {
+      const r = results.get(control);
+      if ((r?.status === 'committed' || r?.status === 'unchanged') && r.offset !== undefined)
+        finals.push({ control, offset: r.offset });
+    }
+    const { behind } = await verifyFinalOffsets(
+      this.client,
+      this.settings,
+      this.logger,
+      (c, d) => this.host.until(c, d),
+      finals,
+      () => holdBy() - 100,
+    );
+    for (const { control, offset, held } of behind) {
+      results.set(
+        control,
+        failed(
+          control,
+          offset,
+          `the group holds offset ${held === undefined ? 'none' : String(held)}: a commit answered with an error was applied after the final one, and committing ${offset} again was not confirmed by the rebalance deadline`,
+        ),
+      );
+    }
   }
 
   /**

@@ -20,6 +20,7 @@ import type {
 } from './rdkafka';
 import {
   Code,
+  UNKNOWN_OUTCOME_CODES,
   defaultConsumerFactory,
   errorMessage,
   kafkaCodeOf,
@@ -27,11 +28,14 @@ import {
   tpKey,
 } from './rdkafka';
 import { timerDelay } from './timers';
+import { CommitDoubts } from './commit-doubts';
 
 interface PendingCommit {
   /** Set when the wait timed out; the entry stays so its late result is not taken for a newer one. */
   timedOut?: boolean;
   readonly offsets: readonly TopicPartitionOffset[];
+  /** When it was handed to librdkafka. */
+  readonly sentAt: number;
   readonly resolve: () => void;
   readonly reject: (err: Error) => void;
   readonly timer: NodeJS.Timeout;
@@ -49,6 +53,11 @@ interface PendingProbe {
 
 export class ConsumerClient {
   readonly raw: RdKafkaConsumer;
+  /**
+   * Commits whose outcome is unknown (answered with an error that does not say the broker
+   * refused them, or never answered): they may still be applied, after newer ones.
+   */
+  readonly doubts: CommitDoubts;
   private readonly pendingCommits: PendingCommit[] = [];
   /** Assignment-lost probes waiting for their answer, oldest first (librdkafka answers in order). */
   private readonly pendingProbes: PendingProbe[] = [];
@@ -67,6 +76,7 @@ export class ConsumerClient {
     private readonly onConsumeError: (err: KafkaClientError) => void = (err) =>
       logger.warn({ err }, 'consume returned an error'),
   ) {
+    this.doubts = new CommitDoubts(settings.lateCommitWindowMs);
     const globalConfig = {
       ...settings.globalConfig,
       rebalance_cb: (err: LibrdKafkaError, assignment: Assignment[]) =>
@@ -217,7 +227,14 @@ export class ConsumerClient {
           ),
         );
       }, timerDelay(timeoutMs));
-      const pending: PendingCommit = { offsets: copy, resolve, reject, timer, late };
+      const pending: PendingCommit = {
+        offsets: copy,
+        sentAt: Date.now(),
+        resolve,
+        reject,
+        timer,
+        late,
+      };
       this.pendingCommits.push(pending);
       try {
         this.raw.commit(copy);
@@ -425,8 +442,13 @@ export class ConsumerClient {
     const [pending] = this.pendingCommits.splice(index, 1);
     if (!pending) return;
     clearTimeout(pending.timer);
+    const applied = !err || err.code === Code.NO_OFFSET;
+    if (applied) {
+      for (const o of pending.offsets) this.doubts.settle(o.topic, o.partition, pending.sentAt);
+    } else if (UNKNOWN_OUTCOME_CODES.has(err.code)) {
+      this.doubts.add(pending.offsets, Date.now());
+    }
     if (pending.timedOut) {
-      const applied = !err || err.code === Code.NO_OFFSET;
       const awaited = pending.late?.(applied, applied ? undefined : err?.code) ?? false;
       if (!applied) {
         this.logger.info({ err, offsets }, 'late answer to a commit that had timed out: refused');
@@ -447,7 +469,7 @@ export class ConsumerClient {
       this.onAnswered();
       return;
     }
-    if (!err || err.code === Code.NO_OFFSET) {
+    if (applied) {
       pending.resolve();
     } else {
       pending.reject(
@@ -468,6 +490,7 @@ export class ConsumerClient {
   private trimTimedOut(): void {
     const timedOut = this.pendingCommits.filter((p) => p.timedOut);
     if (timedOut.length > 64) {
+      this.doubts.add(timedOut[0]!.offsets, Date.now());
       this.removePending(timedOut[0]!);
       timedOut[0]!.late?.(false);
     }
@@ -484,6 +507,7 @@ export class ConsumerClient {
       probe.resolve(undefined);
     }
     for (const p of this.pendingCommits.splice(0)) {
+      this.doubts.add(p.offsets, Date.now());
       clearTimeout(p.timer);
       if (p.timedOut) p.late?.(false);
       p.reject(

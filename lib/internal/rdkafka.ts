@@ -108,6 +108,26 @@ export const OWNERSHIP_LOST_CODES: ReadonlySet<number> = new Set([
   Code.FENCED_MEMBER_EPOCH,
 ]);
 
+/**
+ * Commit errors that do not say the broker refused the commit: librdkafka gave up waiting (after
+ * resending the same request on new connections), the connection failed, or the coordinator's
+ * answer was lost (a coordinator whose write waited too long for its replicas answers
+ * COORDINATOR_NOT_AVAILABLE although the offsets are applied). Such a commit may still be
+ * applied later, even after a newer one. @internal
+ */
+export const UNKNOWN_OUTCOME_CODES: ReadonlySet<number> = new Set([
+  E.ERR__TIMED_OUT,
+  E.ERR__TRANSPORT,
+  E.ERR__ALL_BROKERS_DOWN,
+  E.ERR__WAIT_COORD,
+  E.ERR__MSG_TIMED_OUT,
+  E.ERR__DESTROY,
+  E.ERR_REQUEST_TIMED_OUT,
+  E.ERR_NOT_COORDINATOR,
+  E.ERR_COORDINATOR_NOT_AVAILABLE,
+  E.ERR_NETWORK_EXCEPTION,
+]);
+
 /** Errors that can never heal by waiting; they end the consumer. @internal */
 export const TERMINAL_CODES: ReadonlySet<number> = new Set([
   Code.FATAL,

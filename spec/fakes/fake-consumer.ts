@@ -56,6 +56,14 @@ export interface CommitPlan {
    * released, refused (UNKNOWN_MEMBER_ID) if the member has left by then.
    */
   deferred?: boolean;
+  /**
+   * With `error`: the client is answered `error` (a local timeout, a transport failure) while the
+   * request reached the broker after all (librdkafka sent it, or a copy of it, on a connection it
+   * then gave up on). The broker applies it late: `'after-next'` when the member's next commit is
+   * applied (so it lands after that one), `'manual'` at {@link FakeConsumer.applyLate}. A release
+   * of one of its partitions reaching the broker first refuses it (the member's epoch moved on).
+   */
+  appliesLate?: 'after-next' | 'manual';
 }
 
 /** What the broker side learns from a member fake (`member` mode), in the order it learns it. */
@@ -64,8 +72,11 @@ export interface FakeMemberHooks {
   call?(call: Call): void;
   /** A commit request was sent, with its plan. */
   commitSent?(offsets: TopicPartitionOffset[], plan: CommitPlan): void;
-  /** The broker applied (no error) or refused a commit request. */
-  commitApplied?(offsets: TopicPartitionOffset[], error: number | undefined): void;
+  /**
+   * The broker applied (no error) or refused a commit request; `late`: one the client was
+   * answered an error for (see {@link CommitPlan.appliesLate}).
+   */
+  commitApplied?(offsets: TopicPartitionOffset[], error: number | undefined, late?: boolean): void;
   /** The broker learnt that these partitions were released (unassigned) by the member. */
   released?(keys: string[]): void;
   /** The member left the group (after unsubscribe() once nothing was assigned, or on disconnect). */
@@ -76,6 +87,14 @@ export interface FakeOptions {
   protocol?: Protocol;
   /** Decides each commit's result: a librdkafka error code, or undefined for success. */
   commitResult?: (offsets: TopicPartitionOffset[]) => number | undefined;
+  /** Per commit answered with an error: whether the broker applies it late (see {@link CommitPlan.appliesLate}). */
+  commitAppliesLate?: (offsets: TopicPartitionOffset[]) => CommitPlan['appliesLate'];
+  /**
+   * How long after its error answer the broker may still apply a late commit; past it the commit
+   * is dropped (the broker's `offsets.commit.timeout.ms`: what `lateCommitWindowMs` assumes).
+   * @default Infinity
+   */
+  lateApplyWindowMs?: number;
   /** Consume calls before a commit result is delivered. @default 1 */
   commitLatencyPolls?: number;
   /** Per commit: consume calls before its result is delivered (overrides `commitLatencyPolls`). */
@@ -137,6 +156,7 @@ type OutboxItem =
       held: boolean;
       overtaken: boolean;
       deferred: boolean;
+      appliesLate: CommitPlan['appliesLate'];
       /** The member's fencing epoch when it was sent: a fence in between refuses it. */
       epoch: number;
     }
@@ -178,6 +198,13 @@ export class FakeConsumer extends EventEmitter {
   private revokePending = false;
   /** Requests on their way to the broker (commits wait for consume() calls; see OutboxItem). */
   private outbox: OutboxItem[] = [];
+  /** Commits answered with an error that the broker still applies (see CommitPlan.appliesLate). */
+  private lateApplies: {
+    offsets: TopicPartitionOffset[];
+    when: 'after-next' | 'manual';
+    epoch: number;
+    answeredAt: number;
+  }[] = [];
   private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
   private rr = 0;
   consumeCalls = 0;
@@ -305,6 +332,37 @@ export class FakeConsumer extends EventEmitter {
   releaseHeld(): void {
     for (const item of this.outbox) if (item.kind === 'commit') item.held = false;
     this.pump();
+  }
+
+  /**
+   * The broker applies the commits answered with an error that it still holds as `'manual'` (see
+   * {@link CommitPlan.appliesLate}); a fence since they were sent refuses them. Returns how many
+   * were applied.
+   */
+  applyLate(): number {
+    const due = this.lateApplies.filter((l) => l.when === 'manual');
+    this.lateApplies = this.lateApplies.filter((l) => l.when !== 'manual');
+    return this.applyLateItems(due);
+  }
+
+  /** Commits answered with an error that the broker will still apply. */
+  get lateAppliesPending(): number {
+    return this.lateApplies.length;
+  }
+
+  private applyLateItems(
+    items: readonly { offsets: TopicPartitionOffset[]; epoch: number; answeredAt: number }[],
+  ): number {
+    let applied = 0;
+    const windowMs = this.options.lateApplyWindowMs ?? Infinity;
+    for (const l of items) {
+      if (this.member && l.epoch !== this.fenceEpoch) continue;
+      if (Date.now() > l.answeredAt + windowMs) continue;
+      for (const o of l.offsets) this.commits.set(key(o), o.offset);
+      this.options.hooks?.commitApplied?.(l.offsets, undefined, true);
+      applied += 1;
+    }
+    return applied;
   }
 
   /** Whether a commit is being held (see {@link CommitPlan.held}). */
@@ -551,6 +609,10 @@ export class FakeConsumer extends EventEmitter {
       held: plan.held === true,
       overtaken: plan.held === true && plan.overtaken === true,
       deferred: plan.held === true && plan.deferred === true,
+      appliesLate:
+        plan.error === undefined
+          ? undefined
+          : (plan.appliesLate ?? this.options.commitAppliesLate?.(copy)),
       epoch: this.fenceEpoch,
     });
     return this;
@@ -619,6 +681,12 @@ export class FakeConsumer extends EventEmitter {
   private deliver(item: OutboxItem, notify: boolean): void {
     const hooks = this.options.hooks;
     if (item.kind === 'release') {
+      // The release moved the member's epoch on: a late copy of an earlier commit of these
+      // partitions is refused from now on.
+      const released = new Set(item.keys);
+      this.lateApplies = this.lateApplies.filter(
+        (l) => !l.offsets.some((o) => released.has(key(o))),
+      );
       hooks?.released?.(item.keys);
       return;
     }
@@ -641,6 +709,20 @@ export class FakeConsumer extends EventEmitter {
     if (error === undefined && item.deferred && this.hasLeft) error = UNKNOWN_MEMBER_ID;
     if (error === undefined) for (const o of item.offsets) this.commits.set(key(o), o.offset);
     hooks?.commitApplied?.(item.offsets, error);
+    if (error === undefined) {
+      // Late copies of earlier commits waiting for this one land right after it.
+      const due = this.lateApplies.filter((l) => l.when === 'after-next');
+      this.lateApplies = this.lateApplies.filter((l) => l.when !== 'after-next');
+      this.applyLateItems(due);
+    }
+    if (item.error !== undefined && item.appliesLate !== undefined) {
+      this.lateApplies.push({
+        offsets: item.offsets,
+        when: item.appliesLate,
+        epoch: item.epoch,
+        answeredAt: Date.now(),
+      });
+    }
     if (!notify) return;
     const err =
       error === undefined
@@ -649,11 +731,15 @@ export class FakeConsumer extends EventEmitter {
     this.emit('offset.commit', err, item.offsets);
   }
 
+  /** How many times committed() read the group's offsets. */
+  committedReads = 0;
+
   committed(
     tps: { topic: string; partition: number }[],
     _timeout: number,
     cb: (err: null, r: TopicPartitionOffset[]) => void,
   ): this {
+    this.committedReads += 1;
     setImmediate(() =>
       cb(
         null,

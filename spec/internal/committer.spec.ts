@@ -13,9 +13,9 @@ const E = Kafka.CODES.ERRORS;
 const T = 'orders';
 
 /** A committer over a ConsumerClient over the fake, with a poll loop serving commit results. */
-function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200) {
+function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200, lateCommitWindowMs = 5000) {
   const { client, fake, settings, logger } = clientOverFake(
-    { commitIntervalMs: 1, commitTimeoutMs },
+    { commitIntervalMs: 1, commitTimeoutMs, lateCommitWindowMs },
     fakeOptions,
   );
   const conditions = new Conditions();
@@ -315,5 +315,180 @@ describe('Committer', () => {
     );
     assert.equal(current.lastCommitted, 2);
     await s.stop();
+  });
+
+  describe('commits of unknown outcome (answered with an error, applied or not)', () => {
+    const TIMED_OUT = E.ERR__TIMED_OUT;
+
+    /** Offsets 0..done-1 processed; the first commit (the periodic one) is answered `error`. */
+    function periodicThenFinal(
+      appliesLate: 'after-next' | 'manual' | undefined,
+      error: number = TIMED_OUT,
+      windowMs = 300,
+    ) {
+      let first = true;
+      const s = setup(
+        {
+          commitResult: () => {
+            const e = first ? error : undefined;
+            first = false;
+            return e;
+          },
+          commitAppliesLate: () => appliesLate,
+        },
+        2000,
+        windowMs,
+      );
+      return s;
+    }
+
+    async function periodicCommitOf(s: ReturnType<typeof setup>, c: PartitionControl) {
+      s.committer.maybeCommit([c], () => true);
+      await waitFor(() => !s.committer.periodicInFlight, { what: 'the periodic commit to answer' });
+    }
+
+    const more = (c: PartitionControl, from: number, to: number): void => {
+      for (let o = from; o < to; o++) {
+        c.ledger.deliver(o);
+        c.ledger.complete(o);
+      }
+    };
+
+    it('commits the final offset again when a commit answered "timed out" lands after the final one', async () => {
+      const s = periodicThenFinal('after-next');
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c); // answered TIMED_OUT; the broker still holds it
+      assert.equal(s.fake().commits.get(`${T}[0]`), undefined);
+      more(c, 5, 9);
+      const [result] = await s.committer.commitFinal([c], Date.now() + 3000);
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 9 });
+      // What Kafka holds when the partition is released: the final offset, not the late 5.
+      assert.equal(s.fake().commits.get(`${T}[0]`), 9);
+      assert.equal(s.fake().lateAppliesPending, 0);
+      assert.deepEqual(
+        s
+          .fake()
+          .ops()
+          .filter((o) => o.startsWith('commit(')),
+        [`commit(${T}[0]@5)`, `commit(${T}[0]@9)`, `commit(${T}[0]@9)`],
+      );
+      assert.equal(s.client.doubts.size, 0, 'the doubt is settled once the window passed');
+      await s.stop();
+    });
+
+    it('reads back a partition whose final offset is unchanged when an older commit of it lands after the last one', async () => {
+      const s = periodicThenFinal('manual');
+      const c = s.control(0, 3);
+      await periodicCommitOf(s, c); // 3: answered TIMED_OUT, still held by the broker
+      more(c, 3, 6);
+      await new Promise((r) => setTimeout(r, 5)); // past commitIntervalMs (1 ms)
+      await periodicCommitOf(s, c); // 6: confirmed
+      assert.equal(c.lastCommitted, 6);
+      assert.equal(s.fake().applyLate(), 1); // the timed-out 3 lands after the 6
+      assert.equal(s.fake().commits.get(`${T}[0]`), 3);
+      const [result] = await s.committer.commitFinal([c], Date.now() + 3000);
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'unchanged', offset: 6 });
+      assert.equal(s.fake().commits.get(`${T}[0]`), 6, 'what Kafka holds at the release');
+      await s.stop();
+    });
+
+    it('releases without sending again when the commit that timed out was never applied', async () => {
+      const s = periodicThenFinal(undefined);
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      const startedAt = Date.now();
+      const [result] = await s.committer.commitFinal([c], Date.now() + 3000);
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 9 });
+      assert.equal(s.fake().commits.get(`${T}[0]`), 9);
+      assert.equal(
+        s
+          .fake()
+          .ops()
+          .filter((o) => o.startsWith('commit(')).length,
+        2,
+        'no commit sent again',
+      );
+      // The release waited out the window in which the timed-out commit could still land.
+      assert.ok(Date.now() - startedAt < 3000);
+      assert.equal(s.client.doubts.size, 0);
+      await s.stop();
+    });
+
+    it('holds the release until the window passed, and commits again when the late commit lands within it', async () => {
+      const s = periodicThenFinal('manual', TIMED_OUT, 600);
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      let settled = false;
+      const final = s.committer.commitFinal([c], Date.now() + 3000).finally(() => {
+        settled = true;
+      });
+      await waitFor(() => s.fake().commits.get(`${T}[0]`) === 9, { what: 'the final commit' });
+      assert.equal(settled, false, 'released while the timed-out commit could still land');
+      assert.equal(s.fake().applyLate(), 1); // the broker applies the timed-out 5 after the 9
+      assert.equal(s.fake().commits.get(`${T}[0]`), 5);
+      const [result] = await final;
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 9 });
+      assert.equal(s.fake().commits.get(`${T}[0]`), 9, 'what Kafka holds at the release');
+      await s.stop();
+    });
+
+    it('reports the partition failed, with the figures, when the group still holds less at the rebalance deadline', async () => {
+      // Every commit after the first is answered, but the re-commit never is (held past the bound).
+      let n = 0;
+      const s = setup(
+        {
+          commitResult: () => (n === 0 ? TIMED_OUT : undefined),
+          commitPolls: () => (n++ >= 2 ? 100_000 : undefined),
+          commitAppliesLate: () => 'after-next',
+        },
+        200,
+        100,
+      );
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      const holdBy = Date.now() + 1500;
+      const [result] = await s.committer.commitFinal([c], Date.now() + 1000, () => holdBy);
+      assert.equal(result?.status, 'failed');
+      assert.match(
+        result?.status === 'failed' ? result.reason : '',
+        /group holds offset 5: a commit answered with an error was applied after the final one, and committing 9 again was not confirmed/,
+      );
+      assert.equal(s.fake().commits.get(`${T}[0]`), 5);
+      assert.ok(Date.now() <= holdBy + 200, 'released at the hold bound');
+      await s.stop();
+    });
+
+    for (const [name, code] of [
+      ['a transport failure', E.ERR__TRANSPORT],
+      [
+        'COORDINATOR_NOT_AVAILABLE (the write waited too long for its replicas)',
+        E.ERR_COORDINATOR_NOT_AVAILABLE,
+      ],
+      ['REQUEST_TIMED_OUT', E.ERR_REQUEST_TIMED_OUT],
+    ] as const) {
+      it(`treats ${name} as an unknown outcome too`, async () => {
+        const s = periodicThenFinal('after-next', code);
+        const c = s.control(0, 5);
+        await periodicCommitOf(s, c);
+        more(c, 5, 9);
+        await s.committer.commitFinal([c], Date.now() + 3000);
+        assert.equal(s.fake().commits.get(`${T}[0]`), 9);
+        await s.stop();
+      });
+    }
+
+    it('does not read back after a refusal that says the broker did not apply it', async () => {
+      const s = periodicThenFinal(undefined, E.ERR_REBALANCE_IN_PROGRESS);
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      await s.committer.commitFinal([c], Date.now() + 3000);
+      assert.equal(s.client.doubts.size, 0);
+      assert.equal(s.fake().committedReads, 0);
+      await s.stop();
+    });
   });
 });

@@ -88,6 +88,8 @@ export const TIMINGS = {
   /** A revoke holds its partitions for a commit librdkafka still holds until shortly before this. */
   maxPollIntervalMs: 7000,
   commitTimeoutMs: 200,
+  /** The broker applies a commit answered with an error within this long, or never. */
+  lateCommitWindowMs: 600,
   consumeTimeoutMs: 2,
 } as const;
 

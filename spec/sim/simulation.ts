@@ -33,6 +33,18 @@ import { Random } from './random';
 import { VirtualClock } from './virtual-clock';
 
 export const TOPIC = 't';
+
+export interface SimOptions {
+  fullTrace?: boolean;
+  mutate?: (fake: FakeConsumer) => void;
+  /**
+   * Chance that a commit the broker would confirm is answered with an error of unknown outcome
+   * (timed out, transport failure, COORDINATOR_NOT_AVAILABLE) instead — applied late after the
+   * member's next commit (within the broker's window) or never. Drawn from a stream of its own,
+   * so a seed's other choices stay what they are without it. @default 0
+   */
+  unknownOutcomes?: number;
+}
 /** closeTimeoutMs given to every member: close() must resolve within it. */
 const CLOSE_TIMEOUT_MS = TIMINGS.drainTimeoutMs + 15_000;
 /** Longest a rebalance callback may wait for its answer: the hold bound of a revoke whose commit librdkafka still holds (shortly before max.poll.interval.ms), some slack. */
@@ -129,6 +141,8 @@ export class Simulation {
   private readonly stats: Record<string, number> = {};
   private readonly store: SimStore | undefined;
   private readonly logger: Logger;
+  /** Draws the unknown-outcome answers (SimOptions.unknownOutcomes) apart from the world's stream. */
+  private readonly outcomeRnd: Random;
   private phase: 'chaos' | 'calm' | 'close' | 'done' = 'chaos';
   private startedAt = 0;
   private steps = 0;
@@ -140,9 +154,10 @@ export class Simulation {
 
   constructor(
     private readonly cfg: SimConfig,
-    private readonly options: { fullTrace?: boolean; mutate?: (fake: FakeConsumer) => void } = {},
+    private readonly options: SimOptions = {},
   ) {
     this.rnd = new Random(cfg.seed ^ 0x5eed);
+    this.outcomeRnd = new Random(cfg.seed ^ 0x0dd);
     this.libRandom = this.rnd.fork();
     this.checker = new InvariantChecker(
       () => this.clock.now - this.startedAt,
@@ -452,12 +467,13 @@ export class Simulation {
         ...(this.cfg.protocol === 'kip848' ? { groupProtocol: 'consumer' as const } : {}),
         member: true,
         shared: { logs: this.logs, commits: this.commits },
+        lateApplyWindowMs: TIMINGS.lateCommitWindowMs,
         commitPlan: (offsets) => this.plan(holder.life as Life, offsets),
         hooks: {
           call: (c) => this.onCall(holder.life as Life, c),
           commitSent: (offsets, plan) => this.onCommitSent(holder.life as Life, offsets, plan),
-          commitApplied: (offsets, error) =>
-            this.onCommitApplied(holder.life as Life, offsets, error),
+          commitApplied: (offsets, error, late) =>
+            this.onCommitApplied(holder.life as Life, offsets, error, late === true),
           released: (keys) => this.coordinator.released(holder.life as Life, keys),
           left: () => this.coordinator.dropped(holder.life as Life, 'left the group'),
         },
@@ -478,6 +494,7 @@ export class Simulation {
         logger: this.logger.child({ life: id }),
         commitIntervalMs: this.cfg.commitIntervalMs,
         commitTimeoutMs: TIMINGS.commitTimeoutMs,
+        lateCommitWindowMs: TIMINGS.lateCommitWindowMs,
         drainTimeoutMs: TIMINGS.drainTimeoutMs,
         closeTimeoutMs: CLOSE_TIMEOUT_MS,
         consumeTimeoutMs: TIMINGS.consumeTimeoutMs,
@@ -742,8 +759,19 @@ export class Simulation {
         return { polls: 1, error: code };
       }
       default:
-        return { polls: this.rnd.int(1, 3) };
+        return this.unknownOutcome(what, { polls: this.rnd.int(1, 3) });
     }
+  }
+
+  /** With SimOptions.unknownOutcomes: the broker's confirmation lost, the commit applied or not. */
+  private unknownOutcome(what: string, plan: CommitPlan): CommitPlan {
+    const chance = this.options.unknownOutcomes ?? 0;
+    if (chance === 0 || !this.outcomeRnd.chance(chance)) return plan;
+    const error = this.outcomeRnd.pick([-185, -195, 15]); // timed out, transport, coordinator
+    const late = this.outcomeRnd.chance(0.6);
+    this.count(late ? 'unknownAppliedLate' : 'unknownNeverApplied');
+    this.log(`commit ${what}: answered ${error}, ${late ? 'applied late' : 'never applied'}`);
+    return { ...plan, error, ...(late ? { appliesLate: 'after-next' as const } : {}) };
   }
 
   private onCall(life: Life, c: Call): void {
@@ -812,12 +840,13 @@ export class Simulation {
     life: Life,
     offsets: TopicPartitionOffset[],
     error: number | undefined,
+    late: boolean,
   ): void {
     const what = offsets.map((o) => `p${o.partition}@${o.offset}`).join(',');
     this.log(
-      `broker: commit ${what} of ${life.id} ${error === undefined ? 'applied' : `refused (${error})`}`,
+      `broker: commit ${what} of ${life.id} ${error === undefined ? (late ? 'applied late' : 'applied') : `refused (${error})`}`,
     );
-    if (error === undefined) this.checker.commitApplied(life.id, offsets);
+    if (error === undefined) this.checker.commitApplied(life.id, offsets, late);
   }
 
   private onRebalanceEvent(life: Life, e: RebalanceEvent): void {
