@@ -90,6 +90,8 @@ export interface ResolvedTransactionalOptions {
   readonly producerConfig: Record<string, unknown>;
   readonly maxMessages: number;
   readonly maxMs: number;
+  /** The producer's `transaction.timeout.ms`: the broker aborts a transaction open longer. */
+  readonly transactionTimeoutMs: number;
 }
 
 /** Producer settings with the only value exactly-once allows. */
@@ -231,5 +233,6 @@ export function resolveTransactionalOptions(
     producerConfig,
     maxMessages: messages,
     maxMs: ms,
+    transactionTimeoutMs: txnTimeout,
   };
 }

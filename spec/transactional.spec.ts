@@ -47,24 +47,56 @@ const fanOut = (m: KafkaMessage): OutputRecord[] => {
   }));
 };
 
-const expectedFor = (partition: number, count: number): string[] =>
+/** How many records fanOut writes for an input. */
+const fanOutCount = (_partition: number, offset: number): number => 1 + (offset % 3);
+
+/** The values of every record the first `count` inputs of `partition` write, in order. */
+const expectedFor = (partition: number, count: number, perInput = fanOutCount): string[] =>
   Array.from({ length: count }, (_, offset) =>
-    Array.from({ length: 1 + (offset % 3) }, (_, i) => `${partition}:${offset}:${i}`),
+    Array.from({ length: perInput(partition, offset) }, (_, i) => `${partition}:${offset}:${i}`),
   ).flat();
 
 const values = (records: TxnRecord[]): string[] => records.map((r) => String(r.value));
 
-/** Every input's outputs exactly once in the committed records. */
-function assertExactlyOnce(s: Setup, partitions: Record<number, number>): void {
+/** Every input's outputs exactly once in the committed records (the read_committed view). */
+function assertExactlyOnce(
+  s: Setup,
+  partitions: Record<number, number>,
+  perInput = fanOutCount,
+): void {
   const seen = new Map<string, number>();
   for (const v of values(s.producer().committed)) seen.set(v, (seen.get(v) ?? 0) + 1);
   const dups = [...seen].filter(([, n]) => n > 1);
   assert.deepEqual(dups, [], 'no output committed twice');
   for (const [partition, count] of Object.entries(partitions)) {
-    const missing = expectedFor(Number(partition), count).filter((v) => !seen.has(v));
+    const missing = expectedFor(Number(partition), count, perInput).filter((v) => !seen.has(v));
     assert.deepEqual(missing, [], `no output of partition ${partition} lost`);
     assert.equal(committed(s, Number(partition)), count, `offset of ${partition} at the end`);
   }
+}
+
+/**
+ * Each committed transaction holds every record of an input or none of them (and carries its
+ * offset): a read_committed reader never sees part of an input's output.
+ */
+function assertWholeInputs(s: Setup, perInput = fanOutCount): void {
+  for (const [i, t] of s.producer().transactions.entries()) {
+    if (t.outcome !== 'committed') continue;
+    const count = new Map<string, number>();
+    for (const v of values(t.records)) {
+      const input = v.split(':').slice(0, 2).join(':');
+      count.set(input, (count.get(input) ?? 0) + 1);
+    }
+    for (const [input, n] of count) {
+      const [partition, offset] = input.split(':').map(Number) as [number, number];
+      assert.equal(
+        n,
+        perInput(partition, offset),
+        `committed transaction ${i} holds all of input ${input}'s records`,
+      );
+    }
+  }
+  assertOffsetsCarryRecords(s);
 }
 
 /**
@@ -433,6 +465,233 @@ describe('processTransactional()', () => {
     s.fake().rebalanceAssign([tp(0)]);
     await until(() => committed(s, 0) === 6, 'offset at the end');
     assertExactlyOnce(s, { 0: 6 });
+    await s.consumer.close();
+  });
+
+  describe('a message the producer takes only part of (QUEUE_FULL half-way through it)', () => {
+    /** Five records per input. */
+    const five = (m: KafkaMessage): OutputRecord[] =>
+      Array.from({ length: 5 }, (_, i) => ({
+        topic: 'out-a',
+        key: m.key,
+        value: `${m.partition}:${m.offset}:${i}`,
+      }));
+    const fiveEach = (): number => 5;
+    /** Refuses the record `value` with QUEUE_FULL while `full(refusals so far)` holds. */
+    function queueFullOn(value: string, full: (refusals: number) => boolean) {
+      let refusals = 0;
+      const queueFull = (_n: number, r: TxnRecord): boolean => {
+        if (String(r.value) !== value || !full(refusals)) return false;
+        refusals += 1;
+        return true;
+      };
+      return { queueFull, refusals: () => refusals };
+    }
+
+    it('commits no transaction while a message is partly in it: its records and its offset commit together', async () => {
+      // Input 1's third record is refused four times (≈ 80 ms at the unit's retry pace: many
+      // chances for a periodic commit at maxMs 5). A second commit, if there is one, fails: the
+      // partition goes back and redoes its work, which would write twice any record committed
+      // without its input's offset.
+      const q = queueFullOn('0:1:2', (n) => n < 4);
+      const s = setup({
+        queueFull: q.queueFull,
+        plan: (op, n) => (op === 'commit' && n === 2 ? { code: 48, abortable: true } : undefined),
+      });
+      run(s, five, { maxMs: 5 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 4);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s, 0) === 4, 'offset at the end');
+      assert.equal(q.refusals(), 4);
+      assertWholeInputs(s, fiveEach);
+      assertExactlyOnce(s, { 0: 4 }, fiveEach);
+      await s.consumer.close();
+    });
+
+    it('on a revoke, lets the partly-written message finish, then commits it whole with its offset', async () => {
+      const q = queueFullOn('0:2:2', (n) => n < 5);
+      const s = setup({ queueFull: q.queueFull });
+      run(s, five, { maxMs: 5000, maxMessages: 1000 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 3);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => q.refusals() >= 1, 'input 2 partly written');
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(() => s.events.some((e) => e.type === 'revoked'), 'revoked');
+      const ev = s.events.find((e) => e.type === 'committed');
+      assert.ok(ev?.type === 'committed');
+      assert.deepEqual(ev.results, [{ topic: T, partition: 0, status: 'committed', offset: 3 }]);
+      assert.deepEqual(ev.transaction, { outcome: 'committed', messages: 3, records: 15 });
+      assert.equal(s.producer().aborted.length, 0, 'nothing aborted');
+      assertWholeInputs(s, fiveEach);
+      assertExactlyOnce(s, { 0: 3 }, fiveEach);
+      await s.consumer.close();
+    });
+
+    it('aborts the transaction when the partly-written message cannot finish before the revoke’s deadline: nothing of it visible, the next assignment redoes it', async () => {
+      let revoked = false;
+      const q = queueFullOn('0:2:2', () => !revoked);
+      const s = setup({ queueFull: q.queueFull }, { drainTimeoutMs: 400 });
+      run(s, five, { maxMs: 5000, maxMessages: 3 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 3);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => q.refusals() >= 1, 'input 2 partly written');
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(() => s.events.some((e) => e.type === 'revoked'), 'revoked');
+      revoked = true;
+      const ev = s.events.find((e) => e.type === 'committed');
+      assert.ok(ev?.type === 'committed');
+      assert.equal(ev.transaction?.outcome, 'aborted', JSON.stringify(ev.transaction));
+      assert.equal(ev.results[0]?.status, 'failed', JSON.stringify(ev.results));
+      assert.equal(committed(s, 0), undefined, 'no offset committed');
+      assert.deepEqual(values(s.producer().committed), [], 'nothing of the transaction visible');
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s, 0) === 3, 'the next assignment redid 0..2');
+      assertWholeInputs(s, fiveEach);
+      assertExactlyOnce(s, { 0: 3 }, fiveEach);
+      await s.consumer.close();
+    });
+
+    it('aborts the open transaction when a partition is lost while one of its messages is partly in it', async () => {
+      let lost = false;
+      const q = queueFullOn('0:0:2', () => !lost);
+      const s = setup(
+        { queueFull: q.queueFull },
+        { drainTimeoutMs: 2000 },
+        { protocol: 'COOPERATIVE' },
+      );
+      run(s, five, { maxMs: 5 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 1);
+      s.fake().produce(T, 1, 3);
+      s.fake().rebalanceAssign([tp(0), tp(1)]);
+      await until(() => q.refusals() >= 1, 'input 0 of partition 0 partly written');
+      s.fake().rebalanceRevoke([tp(0)], { lost: true });
+      await until(() => s.events.some((e) => e.type === 'lost'), 'lost');
+      lost = true;
+      await until(() => committed(s, 1) === 3, 'partition 1 committed');
+      assert.deepEqual(
+        values(s.producer().committed).filter((v) => v.startsWith('0:')),
+        [],
+        'nothing of the lost partition’s message visible',
+      );
+      assertWholeInputs(s, fiveEach);
+      assertExactlyOnce(s, { 1: 3 }, fiveEach);
+      await s.consumer.close();
+    });
+  });
+
+  describe('commitTransaction timing out (librdkafka goes on with it in the background)', () => {
+    /** The first two commit calls time out after their whole timeout; the broker commits during the second. */
+    const timesOutTwice = (op: string, n: number) =>
+      op === 'commit' && n <= 2
+        ? { code: -185, retriable: true, afterTimeout: true, committedMeanwhile: n === 2 }
+        : undefined;
+
+    it('calls commitTransaction again until the transaction’s deadline, never aborts it, and counts the commit the broker made', async () => {
+      // At commitTimeoutMs 100 the two timeouts outlast twice commitTimeoutMs.
+      const s = setup({ plan: timesOutTwice }, { commitTimeoutMs: 100 });
+      const r = run(s, fanOut, { maxMessages: 5, maxMs: 5000 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 5);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(
+        () => s.consumer.metrics().transactions?.committed === 1 || r.error() !== undefined,
+        'the commit confirmed',
+      );
+      assert.equal(r.error(), undefined, String(r.error()));
+      const calls = s.producer().calls;
+      assert.equal(calls.filter((c) => c === 'commit').length, 3, 'resumed twice');
+      assert.ok(!calls.includes('abort'), 'never aborted');
+      const done = s.producer().transactions.filter((t) => t.outcome === 'committed');
+      assert.equal(done.length, 1, 'one transaction committed, once');
+      assert.equal(committed(s, 0), 5);
+      const m = s.consumer.metrics().transactions!;
+      assert.deepEqual(
+        { committed: m.committed, aborted: m.aborted, messages: m.messages },
+        { committed: 1, aborted: 0, messages: 5 },
+      );
+      assertExactlyOnce(s, { 0: 5 });
+      await s.consumer.close();
+    });
+
+    it('on a revoke, resumes a commitTransaction that timed out past the revoke’s deadline and reports the transaction committed', async () => {
+      const s = setup({ plan: timesOutTwice }, { commitTimeoutMs: 100, drainTimeoutMs: 300 });
+      const r = run(s, fanOut, { maxMs: 5000, maxMessages: 1000 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 4);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(
+        () => s.producer().transactions[0]?.records.length === expectedFor(0, 4).length,
+        '0..3 in the transaction',
+      );
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(
+        () => s.events.some((e) => e.type === 'revoked') || r.error() !== undefined,
+        'revoked',
+      );
+      assert.equal(r.error(), undefined, String(r.error()));
+      const ev = s.events.find((e) => e.type === 'committed');
+      assert.ok(ev?.type === 'committed');
+      assert.deepEqual(ev.results, [{ topic: T, partition: 0, status: 'committed', offset: 4 }]);
+      assert.equal(ev.transaction?.outcome, 'committed');
+      assert.ok(!s.producer().calls.includes('abort'), 'never aborted');
+      assert.equal(s.producer().transactions.filter((t) => t.outcome === 'committed').length, 1);
+      assertExactlyOnce(s, { 0: 4 });
+      await s.consumer.close();
+    });
+
+    it('aborts when sendOffsetsToTransaction times out (it cannot be resumed), and redoes the work', async () => {
+      // librdkafka makes a TxnOffsetCommit that timed out an abortable error.
+      const s = setup(
+        {
+          plan: (op, n) =>
+            op === 'send' && n === 1
+              ? { code: -185, abortable: true, afterTimeout: true }
+              : undefined,
+        },
+        { commitTimeoutMs: 100 },
+      );
+      run(s, fanOut, { maxMessages: 3, maxMs: 5000 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 6);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s, 0) === 6, 'offset at the end');
+      const calls = s.producer().calls;
+      const send = calls.indexOf('send');
+      assert.equal(calls[send + 1], 'abort', `aborted right after the send (${calls.join(' ')})`);
+      assert.equal(s.consumer.metrics().transactions?.aborted, 1);
+      assertExactlyOnce(s, { 0: 6 });
+      assertOffsetsCarryRecords(s);
+      await s.consumer.close();
+    });
+  });
+
+  it('aborts instead of committing when the partition was lost and assigned again while the offsets were being sent', async () => {
+    // node-rdkafka reads the consumer's group metadata when its worker runs: offsets sent before a
+    // rebalance can go to the broker under the new generation.
+    const s = setup({}, { drainTimeoutMs: 2000 });
+    run(s, fanOut, { maxMessages: 5, maxMs: 5000 });
+    s.producer().holdOffsets = true;
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.producer().heldOffsets === 1, 'the offsets being sent');
+    s.fake().rebalanceRevoke([tp(0)], { lost: true });
+    await until(() => s.events.some((e) => e.type === 'lost'), 'lost');
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.events.filter((e) => e.type === 'assigned').length === 2, 'assigned again');
+    s.producer().releaseOffsets();
+    await until(() => committed(s, 0) === 5, 'the new stream’s redo committed');
+    assert.equal(
+      s.producer().transactions[0]?.outcome,
+      'aborted',
+      'the transaction with the old stream’s offsets aborted',
+    );
+    assertExactlyOnce(s, { 0: 5 });
+    assertOffsetsCarryRecords(s);
     await s.consumer.close();
   });
 

@@ -7,11 +7,20 @@
  *   offset order per partition (a message finished out of order waits for the ones below it); only
  *   then is it acked in its partition's ledger. So the offset a transaction carries never passes a
  *   message whose records are not in that transaction or an earlier one.
+ * - A message's records and its offset are always in one transaction (transaction-writer.ts): one
+ *   the producer took only part of (QUEUE_FULL) is finished before anything else starts, and a
+ *   commit waits for it (within half of its deadline) or aborts the transaction.
  * - One transaction at a time: while one commits (or aborts), finished messages wait for the next.
  *   A transaction holds at most `maxMessages` messages and stays open at most `maxMs`.
  * - Commit = sendOffsetsToTransaction (the contiguous offsets of every partition it touched, with
  *   the consumer's group metadata) → commitTransaction, retried while librdkafka calls the error
- *   retriable; only a commit the broker confirmed moves a partition's `lastCommitted`.
+ *   retriable; only a commit the broker confirmed moves a partition's `lastCommitted`. node-rdkafka
+ *   reads the group metadata when its worker runs, so a stream that lost its partition while the
+ *   offsets were being sent aborts the transaction instead of committing it.
+ * - A commitTransaction that timed out goes on in librdkafka's background, which refuses an abort
+ *   meanwhile: it is called again (resumed) until the transaction's own deadline
+ *   (`transaction.timeout.ms` after its first record), never aborted; still unresolved then, the
+ *   consumer stops with a TransactionError (the broker commits or aborts it by itself).
  * - An abortable failure, or a partition lost while its work is in the open transaction, aborts
  *   it: every partition that had work in it is poisoned (its later results are dropped, never let
  *   into a later transaction) and sought back to the first offset of that work, so it is redone.
@@ -33,7 +42,10 @@ import type { EngineObserver } from './engine-observer';
 import { Histogram, LATENCY_BUCKETS_SECONDS } from './histogram';
 import type { TransactionMetrics } from '../metrics';
 import type { PartitionControl } from './partition-control';
-import { Code, OWNERSHIP_LOST_CODES } from './rdkafka';
+import { OWNERSHIP_LOST_CODES } from './rdkafka';
+import type { TopicPartitionOffset } from './rdkafka';
+import { TransactionWriter } from './transaction-writer';
+import type { TransactionWork } from './transaction-writer';
 import { TxnCallError } from './transactional-producer';
 import type { TransactionalProducer, TxnFailure } from './transactional-producer';
 
@@ -67,55 +79,40 @@ type State =
   | { readonly kind: 'failed'; readonly error: Error }
   | { readonly kind: 'closed' };
 
-interface Finished {
-  readonly message: KafkaMessage;
-  readonly records: readonly OutputRecord[];
-  /** Records already handed to the producer (a QUEUE_FULL can stop half-way). */
-  produced: number;
-}
-
-/** The work of one transaction. */
-interface Txn {
-  /** Each partition stream with work in it → the first offset of that work. */
-  readonly touched: Map<PartitionControl, number>;
-  messages: number;
-  records: number;
-  openedAt: number | undefined;
-}
-
 interface CommitOutcome {
   /** The streams whose offset the broker confirmed in this commit. */
   readonly committed: ReadonlySet<PartitionControl>;
   readonly failure: string | undefined;
   /** The broker said the member no longer owns its partitions. */
   readonly lost: boolean;
+  /** The size of the transaction committed or aborted. */
+  readonly messages: number;
+  readonly records: number;
 }
 
-const NOTHING: CommitOutcome = { committed: new Set(), failure: undefined, lost: false };
-const QUEUE_FULL_RETRY_MS = 20;
-
-const emptyTxn = (): Txn => ({
-  touched: new Map(),
+const NOTHING: CommitOutcome = {
+  committed: new Set(),
+  failure: undefined,
+  lost: false,
   messages: 0,
   records: 0,
-  openedAt: undefined,
+};
+const failed = (failure: string, txn?: TransactionWork, lost = false): CommitOutcome => ({
+  committed: new Set(),
+  failure,
+  lost,
+  messages: txn?.messages ?? 0,
+  records: txn?.records ?? 0,
 });
-
-const toBuffer = (v: Buffer | string | null | undefined): Buffer | null =>
-  v === null || v === undefined ? null : typeof v === 'string' ? Buffer.from(v) : v;
 
 export class Transactions implements OffsetCommits {
   private state: State = { kind: 'starting' };
-  private txn: Txn = emptyTxn();
-  /** Finished messages not yet handed over, per stream, by offset. */
-  private readonly waiting = new Map<PartitionControl, Map<number, Finished>>();
+  /** Finished messages on their way into the open transaction. */
+  private readonly writer: TransactionWriter;
   /** Streams whose work was aborted: their later results never count. */
   private readonly poisoned = new WeakSet<PartitionControl>();
   /** The start, a commit or an abort in flight (one at a time). */
   private op: Promise<void> | undefined;
-  private retryTimer: NodeJS.Timeout | undefined;
-  /** The input whose record the producer refused last (a second refusal of it is permanent). */
-  private refusedInput: string | undefined;
   private lastCommitAt = Date.now();
   private lastFinal_: FinalTransaction = { outcome: 'none', messages: 0, records: 0 };
   private readonly counts = {
@@ -129,6 +126,8 @@ export class Transactions implements OffsetCommits {
   private readonly duration = new Histogram(LATENCY_BUCKETS_SECONDS);
 
   private closing: Promise<void> | undefined;
+  /** While a revoke waits for a commit: until when it holds its partitions for one timed out. */
+  private revokeHoldBy: (() => number) | undefined;
 
   constructor(
     private readonly producer: TransactionalProducer,
@@ -136,7 +135,20 @@ export class Transactions implements OffsetCommits {
     private readonly settings: ConsumerSettings,
     private readonly logger: Logger,
     private readonly host: TransactionsHost,
-  ) {}
+  ) {
+    this.writer = new TransactionWriter(producer, options.maxMessages, logger, {
+      accepting: () => this.state.kind === 'open' && this.op === undefined,
+      dead: (c) => this.dead(c),
+      abort: (reason) => this.abortInBackground(reason),
+      fail: (err) => this.host.fail(err),
+      full: () => this.commitInBackground(),
+    });
+  }
+
+  /** The work of the open transaction. */
+  private get txn(): TransactionWork {
+    return this.writer.work;
+  }
 
   get transactionalId(): string {
     return this.producer.transactionalId;
@@ -180,93 +192,11 @@ export class Transactions implements OffsetCommits {
    * go into the open transaction once every message before it in its partition did.
    */
   settle(control: PartitionControl, message: KafkaMessage, records: readonly OutputRecord[]): void {
-    if (this.dead(control)) return;
-    let map = this.waiting.get(control);
-    if (map === undefined) {
-      map = new Map();
-      this.waiting.set(control, map);
-    }
-    map.set(message.offset, { message, records, produced: 0 });
-    this.pump();
+    this.writer.settle(control, message, records);
   }
 
   private dead(control: PartitionControl): boolean {
     return control.state === 'fenced' || control.state === 'released' || this.poisoned.has(control);
-  }
-
-  /** Hands what is next in offset order to the open transaction. */
-  private pump(): void {
-    if (this.state.kind !== 'open') return;
-    for (const [control, map] of this.waiting) {
-      if (this.dead(control)) {
-        this.waiting.delete(control);
-        continue;
-      }
-      while (this.txn.messages < this.options.maxMessages) {
-        const next = control.ledger.committable();
-        const f = next === undefined ? undefined : map.get(next);
-        if (f === undefined || next === undefined) break;
-        if (!this.produce(f)) return; // retried shortly (queue full) or aborting
-        map.delete(next);
-        const txn = this.txn;
-        if (!txn.touched.has(control)) txn.touched.set(control, next);
-        txn.messages += 1;
-        txn.records += f.records.length;
-        txn.openedAt ??= Date.now();
-        control.ack(f.message);
-      }
-      if (map.size === 0) this.waiting.delete(control);
-    }
-    if (this.txn.messages >= this.options.maxMessages) this.commitInBackground();
-  }
-
-  /** Produces a finished message's remaining records; false when it must wait or the txn aborts. */
-  private produce(f: Finished): boolean {
-    while (f.produced < f.records.length) {
-      const r = f.records[f.produced] as OutputRecord;
-      try {
-        this.producer.produce(
-          r.topic,
-          r.partition,
-          toBuffer(r.value),
-          toBuffer(r.key),
-          r.headers?.map(([k, v]) => ({ [k]: v })),
-        );
-      } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        if (code === Code.QUEUE_FULL) {
-          this.retryTimer ??= setTimeout(() => {
-            this.retryTimer = undefined;
-            this.pump();
-          }, QUEUE_FULL_RETRY_MS);
-          return false;
-        }
-        const input = `${f.message.topic}[${f.message.partition}]@${f.message.offset}`;
-        const why = String((err as Error).message ?? err);
-        if (this.refusedInput === input) {
-          // Refused again after the abort and the redo: it will be refused forever (too large,
-          // invalid), and redoing it would abort every transaction it shares. Stop, typed.
-          this.host.fail(
-            new TransactionError(
-              `The transactional producer refuses a record of input ${input} for ${r.topic} again after an abort and a redo (${why}): stopping; nothing of it or after it was committed`,
-              this.transactionalId,
-              typeof code === 'number' ? code : undefined,
-              { cause: err },
-            ),
-          );
-          return false;
-        }
-        this.refusedInput = input;
-        this.logger.warn(
-          { err, topic: r.topic, input },
-          'the transactional producer refused a record: aborting the transaction (its inputs are redone; a second refusal stops the consumer)',
-        );
-        this.abortInBackground(`produce refused: ${why}`);
-        return false;
-      }
-      f.produced += 1;
-    }
-    return true;
   }
 
   // --- OffsetCommits: what the engine and the revoke protocol call -------------------------------
@@ -277,7 +207,10 @@ export class Transactions implements OffsetCommits {
 
   /** Called after each consume call: commits the open transaction when it is full or old enough. */
   maybeCommit(): void {
-    if (this.op !== undefined || this.state.kind !== 'open') return;
+    // A message partly written goes on first (its records and its offset commit together).
+    if (this.op !== undefined || this.state.kind !== 'open' || this.txn.partial !== undefined) {
+      return;
+    }
     const { openedAt, messages } = this.txn;
     const now = Date.now();
     if (openedAt !== undefined) {
@@ -299,19 +232,23 @@ export class Transactions implements OffsetCommits {
   async commitFinal(
     controls: PartitionControl[],
     deadline: number,
+    holdBy: () => number = () => deadline,
   ): Promise<PartitionCommitResult[]> {
-    this.pump();
-    const before = { messages: this.txn.messages, records: this.txn.records };
-    const outcome = await this.commit('revoke', deadline);
+    this.writer.pump();
+    this.revokeHoldBy = holdBy;
+    const outcome = await this.commit('revoke', deadline).finally(() => {
+      this.revokeHoldBy = undefined;
+    });
+    const size = { messages: outcome.messages, records: outcome.records };
     this.lastFinal_ =
       outcome.failure !== undefined
         ? {
             outcome: this.state.kind === 'failed' ? 'failed' : 'aborted',
-            ...before,
+            ...size,
             reason: outcome.failure,
           }
         : outcome.committed.size > 0
-          ? { outcome: 'committed', ...before }
+          ? { outcome: 'committed', ...size }
           : { outcome: 'none', messages: 0, records: 0 };
     return controls.map((c): PartitionCommitResult => {
       const base = { topic: c.topic, partition: c.partition };
@@ -340,7 +277,7 @@ export class Transactions implements OffsetCommits {
     const hit = controls.filter((c) => this.txn.touched.has(c));
     for (const c of controls) {
       this.poisoned.add(c);
-      this.waiting.delete(c);
+      this.writer.drop(c);
     }
     if (hit.length > 0 && this.state.kind === 'open') {
       this.abortInBackground('a partition with work in the open transaction was lost');
@@ -374,15 +311,15 @@ export class Transactions implements OffsetCommits {
   }
 
   private abortInBackground(reason: string): void {
-    if (this.op !== undefined || this.state.kind !== 'open') return;
-    const txn = this.takeTxn();
+    if (this.state.kind !== 'open') return;
+    if (this.op !== undefined) {
+      // A commit holds the open transaction (it waits for its partly-written message): that
+      // commit aborts it instead.
+      this.txn.doomed ??= reason;
+      return;
+    }
+    const txn = this.writer.take();
     this.track(this.abort(txn, reason, Date.now() + this.settings.commitTimeoutMs));
-  }
-
-  private takeTxn(): Txn {
-    const txn = this.txn;
-    this.txn = emptyTxn();
-    return txn;
   }
 
   private track(op: Promise<unknown>): Promise<void> {
@@ -393,7 +330,7 @@ export class Transactions implements OffsetCommits {
     const tracked = p.finally(() => {
       if (this.op === tracked) this.op = undefined;
       this.host.changed();
-      this.pump();
+      this.writer.pump();
     });
     this.op = tracked;
     return tracked;
@@ -402,94 +339,151 @@ export class Transactions implements OffsetCommits {
   /** Commits the open transaction (one at a time): offsets, then the commit, both confirmed. */
   private async commit(kind: 'periodic' | 'revoke', deadline: number): Promise<CommitOutcome> {
     while (this.op !== undefined) await this.op;
-    if (this.state.kind === 'failed') {
-      return { committed: new Set(), failure: this.state.error.message, lost: false };
-    }
+    if (this.state.kind === 'failed') return failed(this.state.error.message, this.txn);
     if (this.state.kind !== 'open') {
-      return {
-        committed: new Set(),
-        failure: `the transactional producer is ${this.state.kind}`,
-        lost: false,
-      };
+      return failed(`the transactional producer is ${this.state.kind}`, this.txn);
     }
-    const offsets = this.offsetsToCommit();
-    const txn = this.takeTxn();
-    if (offsets.length === 0 && txn.touched.size === 0) {
-      this.txn = txn;
-      return NOTHING;
-    }
-    if ([...txn.touched.keys()].some((c) => this.poisoned.has(c))) {
-      // A stream with work in it was lost or replaced while another commit or abort was in flight
-      // (lost() could not abort then): its records must not be committed with any offset.
-      const reason = 'a partition with work in the open transaction was lost or replaced';
-      await this.track(this.abort(txn, reason, deadline));
-      return { committed: new Set(), failure: reason, lost: false };
-    }
-    this.state = { kind: 'committing' };
-    let outcome: CommitOutcome = NOTHING;
-    const run = async (): Promise<void> => {
-      const sentAt = Date.now();
-      const tpos = offsets.map(({ control, offset }) => ({
-        topic: control.topic,
-        partition: control.partition,
-        offset,
-      }));
-      try {
-        if (tpos.length > 0) {
-          await this.retrying(
-            (t) => this.producer.sendOffsets(tpos, this.host.consumer(), t),
-            deadline,
-          );
-        }
-        await this.retrying((t) => this.producer.commit(t), deadline);
-      } catch (err) {
-        this.host.observer().commit(kind, tpos, Date.now() - sentAt, err);
-        const failure = err instanceof TxnCallError ? err.failure : undefined;
-        const reason = err instanceof Error ? err.message : String(err);
-        if (failure === undefined || failure.kind === 'fenced' || failure.kind === 'fatal') {
-          this.fatal(err, 'the transaction could not be committed');
-          outcome = { committed: new Set(), failure: reason, lost: false };
-          return;
-        }
-        const lost = OWNERSHIP_LOST_CODES.has(failure.error.kafkaCode);
-        this.logger.warn(
-          { err, kind, offsets: tpos, messages: txn.messages, records: txn.records },
-          'transaction commit failed: aborting it (its records are never visible; its inputs are redone)',
-        );
-        this.state = { kind: 'open' }; // abort() takes it from here
-        await this.abort(txn, reason, deadline);
-        outcome = { committed: new Set(), failure: reason, lost };
-        return;
-      }
-      const durationMs = Date.now() - sentAt;
-      this.host.observer().commit(kind, tpos, durationMs);
-      this.duration.observe(durationMs);
-      this.lastCommitAt = Date.now();
-      for (const { control, offset } of offsets) control.confirmCommitted(offset);
-      this.counts.committed += 1;
-      this.counts.messages += txn.messages;
-      this.counts.records += txn.records;
-      this.logger.debug(
-        { kind, offsets: tpos, messages: txn.messages, records: txn.records, durationMs },
-        'transaction committed',
-      );
-      outcome = {
-        committed: new Set(offsets.map((o) => o.control)),
-        failure: undefined,
-        lost: false,
-      };
-      await this.beginNext();
-    };
-    await this.track(run());
+    let outcome = NOTHING;
+    await this.track(
+      this.commitOpen(kind, deadline).then((o) => {
+        outcome = o;
+      }),
+    );
     return outcome;
   }
 
+  /** The commit of the open transaction, as the operation in flight. */
+  private async commitOpen(kind: 'periodic' | 'revoke', deadline: number): Promise<CommitOutcome> {
+    const txn = this.txn;
+    // The partly-written message may take half of what is left; the commit needs the rest.
+    const unfinished =
+      txn.partial !== undefined
+        ? await this.writer.finishPartial(Date.now() + (deadline - Date.now()) / 2)
+        : txn.doomed;
+    // A stream with work in it was lost or replaced while another commit or abort was in flight
+    // (lost() could not abort then): its records must not be committed with any offset.
+    const lostWork = [...txn.touched.keys()].some((c) => this.poisoned.has(c));
+    const reason =
+      unfinished ??
+      (lostWork ? 'a partition with work in the open transaction was lost or replaced' : undefined);
+    if (reason !== undefined) {
+      this.writer.take();
+      await this.abort(txn, reason, deadline);
+      return failed(reason, txn);
+    }
+    const offsets = this.offsetsToCommit();
+    if (offsets.length === 0 && txn.touched.size === 0) return NOTHING;
+    this.writer.take();
+    this.state = { kind: 'committing' };
+    const sentAt = Date.now();
+    const tpos = offsets.map(({ control, offset }) => ({
+      topic: control.topic,
+      partition: control.partition,
+      offset,
+    }));
+    const streams = [...new Set([...offsets.map((o) => o.control), ...txn.touched.keys()])];
+    const live = (c: PartitionControl): boolean => this.host.owns(c) && !this.dead(c);
+    const sentLive = new Set(streams.filter(live));
+    try {
+      if (tpos.length > 0) {
+        await this.retrying(
+          (t) => this.producer.sendOffsets(tpos, this.host.consumer(), t),
+          deadline,
+        );
+      }
+    } catch (err) {
+      return this.commitFailed(kind, txn, tpos, sentAt, err, deadline);
+    }
+    // node-rdkafka reads the consumer's group metadata when its worker runs, not at the call: after
+    // a rebalance in between, a stream's offset may have gone under the new generation.
+    const superseded = streams.filter((c) => this.poisoned.has(c) || (sentLive.has(c) && !live(c)));
+    if (superseded.length > 0) {
+      const names = superseded.map((c) => `${c.topic}[${c.partition}]`).join(', ');
+      const why = `${names} lost its partition while the transaction's offsets were being sent`;
+      this.host.observer().commit(kind, tpos, Date.now() - sentAt, new Error(why));
+      this.logger.warn(
+        { kind, offsets: tpos, partitions: names },
+        'a partition was lost while the transaction offsets were being sent (they may have gone under the new generation): aborting the transaction (its records are never visible; its inputs are redone)',
+      );
+      this.state = { kind: 'open' }; // abort() takes it from here
+      await this.abort(txn, why, deadline);
+      return failed(why, txn);
+    }
+    // A commitTransaction that timed out goes on in the background and must be resumed (an abort
+    // is refused meanwhile), up to the transaction's own deadline, or as long as a revoke waiting
+    // for it holds its partitions.
+    const txnDeadline = (txn.openedAt ?? sentAt) + this.options.transactionTimeoutMs;
+    const resumeBy = (): number =>
+      Math.max(deadline, Math.min(txnDeadline, this.revokeHoldBy?.() ?? Infinity));
+    try {
+      await this.retrying((t) => this.producer.commit(t), resumeBy);
+    } catch (err) {
+      if (err instanceof TxnCallError && err.failure.kind === 'retriable') {
+        this.host.observer().commit(kind, tpos, Date.now() - sentAt, err);
+        this.fatal(
+          err,
+          'commitTransaction kept timing out until the transaction deadline (or as long as the revoke could hold its partitions); librdkafka goes on with it and refuses an abort meanwhile, so its outcome is unknown here: the broker commits or aborts it by itself, and a restart under the same transactional.id settles it',
+        );
+        return failed(err.message, txn);
+      }
+      return this.commitFailed(kind, txn, tpos, sentAt, err, deadline);
+    }
+    const durationMs = Date.now() - sentAt;
+    this.host.observer().commit(kind, tpos, durationMs);
+    this.duration.observe(durationMs);
+    this.lastCommitAt = Date.now();
+    for (const { control, offset } of offsets) control.confirmCommitted(offset);
+    this.counts.committed += 1;
+    this.counts.messages += txn.messages;
+    this.counts.records += txn.records;
+    this.logger.debug(
+      { kind, offsets: tpos, messages: txn.messages, records: txn.records, durationMs },
+      'transaction committed',
+    );
+    await this.beginNext();
+    return {
+      committed: new Set(offsets.map((o) => o.control)),
+      failure: undefined,
+      lost: false,
+      messages: txn.messages,
+      records: txn.records,
+    };
+  }
+
+  /**
+   * A commit call failed for good: a failure librdkafka lets the transaction recover from aborts
+   * it (its records are never visible, its inputs are redone); any other stops the consumer.
+   */
+  private async commitFailed(
+    kind: 'periodic' | 'revoke',
+    txn: TransactionWork,
+    tpos: TopicPartitionOffset[],
+    sentAt: number,
+    err: unknown,
+    deadline: number,
+  ): Promise<CommitOutcome> {
+    this.host.observer().commit(kind, tpos, Date.now() - sentAt, err);
+    const failure = err instanceof TxnCallError ? err.failure : undefined;
+    const reason = err instanceof Error ? err.message : String(err);
+    if (failure === undefined || failure.kind === 'fenced' || failure.kind === 'fatal') {
+      this.fatal(err, 'the transaction could not be committed');
+      return failed(reason, txn);
+    }
+    this.logger.warn(
+      { err, kind, offsets: tpos, messages: txn.messages, records: txn.records },
+      'transaction commit failed: aborting it (its records are never visible; its inputs are redone)',
+    );
+    this.state = { kind: 'open' }; // abort() takes it from here
+    await this.abort(txn, reason, deadline);
+    return failed(reason, txn, OWNERSHIP_LOST_CODES.has(failure.error.kafkaCode));
+  }
+
   /** Aborts `txn`: its streams are poisoned and sought back to the first offset of their work. */
-  private async abort(txn: Txn, reason: string, deadline: number): Promise<void> {
+  private async abort(txn: TransactionWork, reason: string, deadline: number): Promise<void> {
     this.state = { kind: 'aborting' };
     for (const c of txn.touched.keys()) {
       this.poisoned.add(c);
-      this.waiting.delete(c);
+      this.writer.drop(c);
     }
     try {
       await this.retrying((t) => this.producer.abort(t), Math.max(deadline, Date.now() + 1000));
@@ -535,17 +529,21 @@ export class Transactions implements OffsetCommits {
   /** Calls `fn` again while librdkafka says its error is retriable and the deadline allows. */
   private async retrying(
     fn: (timeoutMs: number) => Promise<void>,
-    deadline: number,
+    by: number | (() => number),
   ): Promise<void> {
+    const deadline = (): number => (typeof by === 'number' ? by : by());
     for (let attempt = 1; ; attempt++) {
-      const timeoutMs = Math.max(1, Math.min(this.settings.commitTimeoutMs, deadline - Date.now()));
+      const timeoutMs = Math.max(
+        1,
+        Math.min(this.settings.commitTimeoutMs, deadline() - Date.now()),
+      );
       try {
         await fn(timeoutMs);
         return;
       } catch (err) {
         const failure: TxnFailure | undefined =
           err instanceof TxnCallError ? err.failure : undefined;
-        if (failure?.kind !== 'retriable' || Date.now() + 100 >= deadline) throw err;
+        if (failure?.kind !== 'retriable' || Date.now() + 100 >= deadline()) throw err;
         this.logger.warn({ err, attempt }, 'transactional call failed (retriable); retrying');
         await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
       }
@@ -581,9 +579,10 @@ export class Transactions implements OffsetCommits {
     this.host.fail(error);
   }
 
-  /** After the consumer closed: aborts anything left open and disconnects. */
   /**
-   * Aborts an open transaction and closes the producer. Idempotent: every call (the pipeline's
+   * After the consumer closed: aborts the open transaction if anything is in it (even part of one
+   * message's records: read_committed readers of its output partitions would wait for it until
+   * `transaction.timeout.ms`) and closes the producer. Idempotent: every call (the pipeline's
    * teardown, ReactiveConsumer.close()) waits for the same close, so none closes the producer
    * while another one's abort is in flight.
    */
@@ -594,9 +593,9 @@ export class Transactions implements OffsetCommits {
 
   private async closeOnce(): Promise<void> {
     while (this.op !== undefined) await this.op;
-    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.writer.stop();
     if (this.state.kind === 'open' && this.txn.touched.size > 0) {
-      const txn = this.takeTxn();
+      const txn = this.writer.take();
       await this.abort(txn, 'the consumer closed', Date.now() + this.settings.commitTimeoutMs);
     }
     if (this.state.kind !== 'closed') {

@@ -4,7 +4,12 @@
  * succeeds, and the offsets sent with it are applied to the consumer fake's committed offsets at
  * the same moment; an abort discards both (`aborted` keeps what a read_uncommitted reader saw).
  * Each call answers asynchronously; `plan` can fail any call with librdkafka's error flags
- * (fatal / retriable / txn-requires-abort), and `hold` keeps a commit in flight until released.
+ * (fatal / retriable / txn-requires-abort), `hold` keeps a commit in flight until released and
+ * `holdOffsets` a sendOffsetsToTransaction (node-rdkafka's worker not run yet).
+ *
+ * As in librdkafka, commitTransaction is resumable: after a retriable answer (it timed out waiting)
+ * the commit goes on in the background, every other transactional call conflicts (ERR__CONFLICT,
+ * retriable) and produce() is refused until commitTransaction is called again and finishes.
  */
 import { EventEmitter } from 'node:events';
 import type { TopicPartitionOffset } from 'node-rdkafka';
@@ -25,13 +30,24 @@ export interface TxnFailurePlan {
   fatal?: boolean;
   retriable?: boolean;
   abortable?: boolean;
+  /** The call answers only once its timeout passed, as a librdkafka call that timed out does. */
+  afterTimeout?: boolean;
+  /**
+   * commitTransaction with `retriable`: the commit librdkafka goes on with in the background after
+   * this answer reaches the broker, which commits the transaction now (records visible, offsets
+   * applied); the next call resumes it and answers success without committing it again.
+   */
+  committedMeanwhile?: boolean;
 }
+
+const ERR_CONFLICT = -173;
+const ERR_STATE = -172;
 
 export interface FakeTxnOptions {
   /** Decides each call's failure (n: the how-manieth call of that op, from 1). */
   plan?: (op: TxnOp, n: number) => TxnFailurePlan | undefined;
-  /** Makes produce() throw QUEUE_FULL for the n-th call (from 1) when it returns true. */
-  queueFull?: (n: number) => boolean;
+  /** Makes produce() of `record` throw QUEUE_FULL (n: the how-manieth produce() call, from 1). */
+  queueFull?: (n: number, record: TxnRecord) => boolean;
 }
 
 /** The broker's view of one transaction. */
@@ -53,7 +69,11 @@ export class FakeTransactionalProducer extends EventEmitter {
   private initialised = false;
   private readonly counts = new Map<TxnOp | 'produce', number>();
   private held: (() => void)[] = [];
+  private heldSends: (() => void)[] = [];
+  /** The call librdkafka goes on with in the background (see the class comment). */
+  private resumable: 'commit' | undefined;
   hold = false;
+  holdOffsets = false;
 
   constructor(
     readonly config: Record<string, unknown>,
@@ -62,7 +82,7 @@ export class FakeTransactionalProducer extends EventEmitter {
     super();
   }
 
-  /** Records of committed transactions, in commit order. */
+  /** Records of committed transactions, in commit order: what a read_committed reader sees. */
   get committed(): TxnRecord[] {
     return this.transactions.filter((t) => t.outcome === 'committed').flatMap((t) => t.records);
   }
@@ -86,22 +106,42 @@ export class FakeTransactionalProducer extends EventEmitter {
     return this.held.length;
   }
 
+  /** Lets held sendOffsetsToTransaction calls go on. */
+  releaseOffsets(): void {
+    this.holdOffsets = false;
+    for (const go of this.heldSends.splice(0)) go();
+  }
+
+  get heldOffsets(): number {
+    return this.heldSends.length;
+  }
+
   private count(op: TxnOp | 'produce'): number {
     const n = (this.counts.get(op) ?? 0) + 1;
     this.counts.set(op, n);
     return n;
   }
 
-  private answer(op: TxnOp, cb: (err: unknown) => void, then: () => void): void {
-    const failure = this.options.plan?.(op, this.count(op));
+  private answer(
+    op: TxnOp,
+    cb: (err: unknown) => void,
+    then: () => void,
+    timeoutMs = 0,
+    failed?: (failure: TxnFailurePlan) => void,
+  ): void {
+    const failure: TxnFailurePlan | undefined =
+      this.resumable !== undefined && this.resumable !== op
+        ? { code: ERR_CONFLICT, retriable: true }
+        : this.options.plan?.(op, this.count(op));
     this.calls.push(op);
-    setImmediate(() => {
+    const reply = (): void => {
       if (failure === undefined) {
         then();
         cb(null);
         return;
       }
       if (failure.abortable === true && this.current) this.current.outcome = 'open';
+      failed?.(failure);
       cb(
         Object.assign(new Error(`${op} failed (${failure.code})`), {
           code: failure.code,
@@ -110,7 +150,9 @@ export class FakeTransactionalProducer extends EventEmitter {
           isTxnRequiresAbort: failure.abortable === true,
         }),
       );
-    });
+    };
+    if (failure?.afterTimeout === true) setTimeout(reply, timeoutMs);
+    else setImmediate(reply);
   }
 
   connect(_opts: unknown, cb: (err: Error | null) => void): this {
@@ -153,45 +195,78 @@ export class FakeTransactionalProducer extends EventEmitter {
     if (!this.current) {
       throw Object.assign(new Error('Local: Erroneous state (no transaction)'), { code: -172 });
     }
-    if (this.options.queueFull?.(this.count('produce')) === true) {
+    if (this.resumable !== undefined) {
+      throw Object.assign(new Error('Local: Erroneous state (commit in progress)'), {
+        code: ERR_STATE,
+      });
+    }
+    const record = { topic, partition, value, key, headers };
+    if (this.options.queueFull?.(this.count('produce'), record) === true) {
       throw Object.assign(new Error('Local: Queue full'), { code: -184 });
     }
-    this.current.records.push({ topic, partition, value, key, headers });
+    this.current.records.push(record);
     return true;
   }
 
   sendOffsetsToTransaction(
     offsets: TopicPartitionOffset[],
     _consumer: unknown,
-    _timeout: number,
+    timeout: number,
     cb: (err: unknown) => void,
   ): void {
     const txn = this.current;
     if (!txn) throw new Error('sendOffsets without a transaction');
-    this.answer('send', cb, () => {
-      txn.offsets.push(...offsets.map((o) => ({ ...o })));
-    });
+    const go = (): void =>
+      this.answer(
+        'send',
+        cb,
+        () => {
+          txn.offsets.push(...offsets.map((o) => ({ ...o })));
+        },
+        timeout,
+      );
+    if (this.holdOffsets) this.heldSends.push(go);
+    else go();
   }
 
-  commitTransaction(_timeout: number, cb: (err: unknown) => void): void {
+  commitTransaction(timeout: number, cb: (err: unknown) => void): void {
     const txn = this.current;
     if (!txn) throw new Error('commit without a transaction');
+    const commit = (): void => {
+      if (txn.outcome === 'committed') return;
+      txn.outcome = 'committed';
+      this.emit('committed', txn);
+    };
     const go = (): void =>
-      this.answer('commit', cb, () => {
-        txn.outcome = 'committed';
-        this.current = undefined;
-        this.emit('committed', txn);
-      });
+      this.answer(
+        'commit',
+        cb,
+        () => {
+          commit();
+          this.current = undefined;
+          this.resumable = undefined;
+        },
+        timeout,
+        (failure) => {
+          this.resumable = failure.retriable === true ? 'commit' : undefined;
+          if (failure.committedMeanwhile === true) commit();
+        },
+      );
     if (this.hold) this.held.push(go);
     else go();
   }
 
-  abortTransaction(_timeout: number, cb: (err: unknown) => void): void {
+  abortTransaction(timeout: number, cb: (err: unknown) => void): void {
     const txn = this.current;
-    this.answer('abort', cb, () => {
-      if (txn) txn.outcome = 'aborted';
-      this.current = undefined;
-    });
+    this.answer(
+      'abort',
+      cb,
+      () => {
+        if (txn) txn.outcome = 'aborted';
+        this.current = undefined;
+      },
+      timeout,
+    );
   }
 
   /** The consumer whose committed offsets a commit moves (set by the spec helper). */
