@@ -97,8 +97,9 @@ export interface ReactiveConsumerOptions {
    * one and move the group's offset back. A partition with one is released only once the group's
    * offset, read back after this window, is its final offset (committed again when it is lower),
    * bounded by the rebalance deadline. Set it to the broker's `offsets.commit.timeout.ms` when
-   * that differs from its default. See docs/rebalance-semantics.md, "Commits of unknown outcome".
-   * @default 5000
+   * that differs from its default. Must be below `drainTimeoutMs`. See docs/rebalance-semantics.md,
+   * "Commits of unknown outcome".
+   * @default 5000, or half of `drainTimeoutMs` when that is lower
    */
   lateCommitWindowMs?: number;
   /**
@@ -382,6 +383,18 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
       'drainTimeoutMs',
     );
   }
+  const lateCommitWindowMs = positiveInt(
+    opts,
+    'lateCommitWindowMs',
+    Math.min(DEFAULTS.lateCommitWindowMs, Math.floor(drainTimeoutMs / 2)),
+    0,
+  );
+  if (lateCommitWindowMs >= drainTimeoutMs) {
+    throw new ConfigError(
+      `Expected \`lateCommitWindowMs\` to be below \`drainTimeoutMs\` (${drainTimeoutMs}), got ${lateCommitWindowMs}`,
+      'lateCommitWindowMs',
+    );
+  }
   const resumeThreshold = options.resumeThreshold ?? DEFAULTS.resumeThreshold;
   if (typeof resumeThreshold !== 'number' || !(resumeThreshold >= 0 && resumeThreshold < 1)) {
     fail('resumeThreshold', 'a number in [0, 1)', resumeThreshold);
@@ -436,7 +449,7 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     drainTimeoutMs,
     commitIntervalMs: positiveInt(opts, 'commitIntervalMs', DEFAULTS.commitIntervalMs),
     commitTimeoutMs: positiveInt(opts, 'commitTimeoutMs', DEFAULTS.commitTimeoutMs),
-    lateCommitWindowMs: positiveInt(opts, 'lateCommitWindowMs', DEFAULTS.lateCommitWindowMs, 0),
+    lateCommitWindowMs,
     stallThresholdMs: positiveInt(
       opts,
       'stallThresholdMs',

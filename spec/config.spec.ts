@@ -165,6 +165,19 @@ describe('resolveSettings', () => {
     });
   }
 
+  it('rejects a late-commit window at or above the drain deadline, and keeps the default below it', () => {
+    rejects(
+      base({}, { drainTimeoutMs: 4000, lateCommitWindowMs: 4000 }),
+      'lateCommitWindowMs',
+      /below `drainTimeoutMs` \(4000\), got 4000/,
+    );
+    rejects(base({}, { lateCommitWindowMs: -1 }), 'lateCommitWindowMs');
+    rejects(base({}, { lateCommitWindowMs: 2 ** 31 }), 'lateCommitWindowMs');
+    assert.equal(resolveSettings(base({}, { drainTimeoutMs: 3000 })).lateCommitWindowMs, 1500);
+    assert.equal(resolveSettings(base({})).lateCommitWindowMs, 5000);
+    assert.equal(resolveSettings(base({}, { lateCommitWindowMs: 0 })).lateCommitWindowMs, 0);
+  });
+
   it('rejects a resume threshold outside [0, 1)', () => {
     rejects(base({}, { resumeThreshold: 1 }), 'resumeThreshold');
     rejects(base({}, { resumeThreshold: -0.1 }), 'resumeThreshold');

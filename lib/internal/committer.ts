@@ -25,6 +25,7 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   Code.COORDINATOR_NOT_AVAILABLE,
   Code.NOT_COORDINATOR,
   Code.TIMED_OUT,
+  -166, // ERR__TIMED_OUT_QUEUE: failed in the queue when a connection timed out
   Code.TRANSPORT,
   Code.ALL_BROKERS_DOWN,
   Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
@@ -522,21 +523,34 @@ export class Committer implements OffsetCommits {
       if ((r?.status === 'committed' || r?.status === 'unchanged') && r.offset !== undefined)
         finals.push({ control, offset: r.offset });
     }
-    const { behind } = await verifyFinalOffsets(
+    const { unverified } = await verifyFinalOffsets(
       this.client,
       this.settings,
       this.logger,
-      (c, d) => this.host.until(c, d),
+      { until: (c, d) => this.host.until(c, d), changed: () => this.host.changed() },
       finals,
       () => holdBy() - 100,
     );
-    for (const { control, offset, held } of behind) {
+    for (const u of unverified) {
+      const { control, offset } = u;
+      if (u.kind === 'lost') {
+        control.fence('lost');
+        results.set(control, {
+          topic: control.topic,
+          partition: control.partition,
+          status: 'lost',
+          reason: u.reason,
+        });
+        continue;
+      }
       results.set(
         control,
         failed(
           control,
           offset,
-          `the group holds offset ${held === undefined ? 'none' : String(held)}: a commit answered with an error was applied after the final one, and committing ${offset} again was not confirmed by the rebalance deadline`,
+          u.kind === 'behind'
+            ? `the group holds offset ${u.held === undefined ? 'none' : String(u.held)}: a commit answered with an error was applied after the final one, and committing ${offset} again was not confirmed by the rebalance deadline`
+            : `not confirmed that the group holds ${offset} by the rebalance deadline: ${u.why}`,
         ),
       );
     }

@@ -20,7 +20,7 @@ import type {
 } from './rdkafka';
 import {
   Code,
-  UNKNOWN_OUTCOME_CODES,
+  FENCING_REFUSAL_CODES,
   defaultConsumerFactory,
   errorMessage,
   kafkaCodeOf,
@@ -445,7 +445,7 @@ export class ConsumerClient {
     const applied = !err || err.code === Code.NO_OFFSET;
     if (applied) {
       for (const o of pending.offsets) this.doubts.settle(o.topic, o.partition, pending.sentAt);
-    } else if (UNKNOWN_OUTCOME_CODES.has(err.code)) {
+    } else if (!FENCING_REFUSAL_CODES.has(err.code)) {
       this.doubts.add(pending.offsets, Date.now());
     }
     if (pending.timedOut) {

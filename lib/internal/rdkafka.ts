@@ -109,23 +109,20 @@ export const OWNERSHIP_LOST_CODES: ReadonlySet<number> = new Set([
 ]);
 
 /**
- * Commit errors that do not say the broker refused the commit: librdkafka gave up waiting (after
- * resending the same request on new connections), the connection failed, or the coordinator's
- * answer was lost (a coordinator whose write waited too long for its replicas answers
- * COORDINATOR_NOT_AVAILABLE although the offsets are applied). Such a commit may still be
- * applied later, even after a newer one. @internal
+ * Commit refusals that also refuse every earlier copy of the same request: the member's
+ * generation or epoch moved on, or the member is unknown (a copy landing later carries the old
+ * one). Every other commit error leaves the outcome unknown: librdkafka reports only its last
+ * attempt's answer, and an earlier attempt — sent on a connection it then gave up on, or answered
+ * by a coordinator whose write waited too long for its replicas — may still be applied, even after
+ * a newer commit. @internal
  */
-export const UNKNOWN_OUTCOME_CODES: ReadonlySet<number> = new Set([
-  E.ERR__TIMED_OUT,
-  E.ERR__TRANSPORT,
-  E.ERR__ALL_BROKERS_DOWN,
-  E.ERR__WAIT_COORD,
-  E.ERR__MSG_TIMED_OUT,
-  E.ERR__DESTROY,
-  E.ERR_REQUEST_TIMED_OUT,
-  E.ERR_NOT_COORDINATOR,
-  E.ERR_COORDINATOR_NOT_AVAILABLE,
-  E.ERR_NETWORK_EXCEPTION,
+export const FENCING_REFUSAL_CODES: ReadonlySet<number> = new Set([
+  E.ERR_ILLEGAL_GENERATION,
+  E.ERR_UNKNOWN_MEMBER_ID,
+  E.ERR_REBALANCE_IN_PROGRESS,
+  E.ERR_FENCED_MEMBER_EPOCH,
+  E.ERR_STALE_MEMBER_EPOCH,
+  E.ERR_FENCED_INSTANCE_ID,
 ]);
 
 /** Errors that can never heal by waiting; they end the consumer. @internal */

@@ -480,6 +480,147 @@ describe('Committer', () => {
       });
     }
 
+    for (const [name, code] of [
+      ['a request failed in the queue at a connection timeout (ERR__TIMED_OUT_QUEUE)', -166],
+      ['a failed re-authentication purging queued retries (ERR__AUTHENTICATION)', -169],
+      ['a decommissioned broker (ERR__DESTROY_BROKER)', -137],
+    ] as const) {
+      it(`treats ${name} as an unknown outcome (librdkafka reports only its last attempt)`, async () => {
+        const s = periodicThenFinal('after-next', code, 100);
+        const c = s.control(0, 5);
+        await periodicCommitOf(s, c);
+        more(c, 5, 9);
+        await s.committer.commitFinal([c], Date.now() + 3000);
+        assert.equal(s.fake().commits.get(`${T}[0]`), 9);
+        await s.stop();
+      });
+    }
+
+    it('ends the verification when a close brings the hold bound forward while it waits out the window', async () => {
+      const s = periodicThenFinal(undefined, TIMED_OUT, 4000);
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      let holdBy = Date.now() + 20_000;
+      const final = s.committer.commitFinal([c], Date.now() + 10_000, () => holdBy);
+      await waitFor(() => s.fake().committedReads >= 1, { what: 'the first read-back' });
+      holdBy = Date.now() + 200; // close(): the revoke must end within 200 ms
+      const movedAt = Date.now();
+      s.conditions.changed();
+      const [result] = await final;
+      assert.ok(Date.now() - movedAt < 1000, `returned ${Date.now() - movedAt} ms after the bound`);
+      assert.equal(result?.status, 'failed');
+      assert.match(
+        result?.status === 'failed' ? result.reason : '',
+        /not confirmed that the group holds 9 by the rebalance deadline: a commit of unknown outcome could still be applied/,
+      );
+      await s.stop();
+    });
+
+    it('reports the partition failed when the group offsets cannot be read back, and a read that never answers does not hold it past the bound', async () => {
+      for (const answer of ['error', 'never'] as const) {
+        const s = periodicThenFinal(undefined, TIMED_OUT, 100);
+        const c = s.control(0, 5);
+        await periodicCommitOf(s, c);
+        more(c, 5, 9);
+        (s.fake() as unknown as { committed: unknown }).committed = (
+          _tps: unknown,
+          _t: number,
+          cb: (e: Error) => void,
+        ) => {
+          if (answer === 'error')
+            setImmediate(() => cb(Object.assign(new Error('Local: Timed out'), { code: -185 })));
+        };
+        const holdBy = Date.now() + 800;
+        const [result] = await s.committer.commitFinal([c], Date.now() + 500, () => holdBy);
+        assert.ok(Date.now() < holdBy + 300, `${answer}: released at the hold bound`);
+        assert.equal(result?.status, 'failed', answer);
+        assert.match(
+          result?.status === 'failed' ? result.reason : '',
+          /not confirmed that the group holds 9/,
+        );
+        await s.stop();
+      }
+    });
+
+    it('reports the partition lost, without retrying, when committing the final offset again is refused for ownership', async () => {
+      let n = 0;
+      const s = setup(
+        {
+          commitResult: () => {
+            const i = n++;
+            return i === 0 ? TIMED_OUT : i >= 2 ? E.ERR_UNKNOWN_MEMBER_ID : undefined;
+          },
+          commitAppliesLate: () => 'after-next',
+        },
+        2000,
+        300,
+      );
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      const startedAt = Date.now();
+      const [result] = await s.committer.commitFinal(
+        [c],
+        Date.now() + 1000,
+        () => startedAt + 5000,
+      );
+      assert.equal(result?.status, 'lost');
+      assert.equal(c.state, 'fenced');
+      assert.ok(Date.now() - startedAt < 2000, 'not retried until the hold bound');
+      assert.equal(
+        s
+          .fake()
+          .ops()
+          .filter((o) => o.startsWith('commit(')).length,
+        3,
+      );
+      await s.stop();
+    });
+
+    it('stops committing for a partition a newer assignment took while its verification ran (a stale revoke)', async () => {
+      const s = periodicThenFinal('manual', TIMED_OUT, 600);
+      const c = s.control(0, 5);
+      await periodicCommitOf(s, c);
+      more(c, 5, 9);
+      c.end();
+      const final = s.committer.commitFinal([c], Date.now() + 3000);
+      await waitFor(() => s.fake().committedReads >= 1, { what: 'the first read-back' });
+      c.fence('reassigned in a newer generation'); // the newer stream owns the partition now
+      assert.equal(s.fake().applyLate(), 1); // the late 5 lands
+      await final;
+      assert.deepEqual(
+        s
+          .fake()
+          .ops()
+          .filter((o) => o.startsWith('commit(')),
+        [`commit(${T}[0]@5)`, `commit(${T}[0]@9)`],
+        'nothing committed for the partition after the newer assignment took it',
+      );
+      await s.stop();
+    });
+
+    it('commits again when its own doubtful commit above the final offset lands late (after a seek back)', async () => {
+      const s = periodicThenFinal('manual', TIMED_OUT, 600);
+      const before = s.control(0, 100);
+      await periodicCommitOf(s, before); // 100: answered TIMED_OUT, still held by the broker
+      // seek(50): a fresh stream from 50 processes 50..69
+      const after = new PartitionControl(T, 0, 1, tpKey(T, 0), () => undefined);
+      after.startAt(50);
+      more(after, 50, 70);
+      const final = s.committer.commitFinal([after], Date.now() + 3000);
+      await waitFor(() => s.fake().commits.get(`${T}[0]`) === 70, { what: 'the final commit' });
+      assert.equal(s.fake().applyLate(), 1); // 100 lands after 70
+      const [result] = await final;
+      assert.deepEqual(result, { topic: T, partition: 0, status: 'committed', offset: 70 });
+      assert.equal(
+        s.fake().commits.get(`${T}[0]`),
+        70,
+        'the messages the seek asked for are not skipped',
+      );
+      await s.stop();
+    });
+
     it('does not read back after a refusal that says the broker did not apply it', async () => {
       const s = periodicThenFinal(undefined, E.ERR_REBALANCE_IN_PROGRESS);
       const c = s.control(0, 5);

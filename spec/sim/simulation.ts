@@ -767,7 +767,8 @@ export class Simulation {
   private unknownOutcome(what: string, plan: CommitPlan): CommitPlan {
     const chance = this.options.unknownOutcomes ?? 0;
     if (chance === 0 || !this.outcomeRnd.chance(chance)) return plan;
-    const error = this.outcomeRnd.pick([-185, -195, 15]); // timed out, transport, coordinator
+    // timed out, transport, coordinator not available, failed in the queue at a connection timeout
+    const error = this.outcomeRnd.pick([-185, -195, 15, -166]);
     const late = this.outcomeRnd.chance(0.6);
     this.count(late ? 'unknownAppliedLate' : 'unknownNeverApplied');
     this.log(`commit ${what}: answered ${error}, ${late ? 'applied late' : 'never applied'}`);
