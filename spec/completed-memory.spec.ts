@@ -193,7 +193,7 @@ describe('completed-offset memory', () => {
   });
 });
 
-describe('completed-offset memory and a replay the application asked for (review B)', () => {
+describe('completed-offset memory and a replay the application asked for', () => {
   let subs: Subscription[] = [];
   afterEach(() => {
     subs.forEach((s) => s.unsubscribe());

@@ -161,8 +161,8 @@ describe('seek while running', () => {
     await h.consumer.close();
   });
 
-  // Review A: the second of two seeks was rejected as "revoked"; review C: a first seek that
-  // needs a lookup ('earliest') was overtaken by a later plain offset.
+  // Neither may be refused as "revoked", and a first seek that needs a lookup ('earliest') must
+  // not be overtaken by a later plain offset.
   for (const [first, firstOffset] of [
     [{ offset: 2 }, 2],
     ['earliest', 0],
@@ -419,7 +419,7 @@ describe('pause and resume by the application', () => {
     assert.deepEqual(seen, [0, 1, 2, 3, 4], 'each record once, in order');
   });
 
-  it('positions() names the next offset to read while held-back records wait to be fetched again, not the offset to commit (review A)', async () => {
+  it('positions() names the next offset to read while held-back records wait to be fetched again, not the offset to commit', async () => {
     const h = harness({ consumeBatchSize: 5 }, { losePauses: 1 });
     const seen: number[] = [];
     const slow = gate();
@@ -553,7 +553,7 @@ describe('pause and resume by the application', () => {
     await h.consumer.close();
   });
 
-  it('a partition resumed by name after pause() of everything stays resumed when it is assigned again (review A)', async () => {
+  it('a partition resumed by name after pause() of everything stays resumed when it is assigned again', async () => {
     const h = harness();
     const seen: string[] = [];
     subs.push(h.consumer.process((m) => void seen.push(`${m.partition}@${m.offset}`)).subscribe());

@@ -150,7 +150,7 @@ describe('failure policies', () => {
     assert.ok(s.consumerEvents.some((e) => e.type === 'message-failed' && e.offset === 3));
   });
 
-  it("stop under ordering 'key': no later message of the failed key runs, nor anything waiting (review B)", async () => {
+  it("stop under ordering 'key': no later message of the failed key runs, nor anything waiting", async () => {
     const s = setup();
     const calls: string[] = [];
     let releaseB!: () => void;
@@ -183,7 +183,7 @@ describe('failure policies', () => {
     assert.equal(committed(s), 0, 'nothing past the failed offset is committed');
   });
 
-  it("stop under ordering 'key': earlier messages of other keys still run, so everything before the failed one is committed (review C)", async () => {
+  it("stop under ordering 'key': earlier messages of other keys still run, so everything before the failed one is committed", async () => {
     const s = setup();
     const calls: number[] = [];
     const gateA = gate();
@@ -210,7 +210,7 @@ describe('failure policies', () => {
     assert.equal(committed(s), 3, 'everything before the failed offset is committed');
   });
 
-  it("stop under ordering 'key': a second failure at a lower offset halts from there too (review D)", async () => {
+  it("stop under ordering 'key': a second failure at a lower offset halts from there too", async () => {
     const s = setup();
     const calls: number[] = [];
     const failedAt5 = (): boolean =>
@@ -243,7 +243,7 @@ describe('failure policies', () => {
   });
 
   for (const onFailure of ['skip', 'stop'] as const) {
-    it(`a thrown value String() cannot convert (an object without a prototype) still gets the ${onFailure} policy (review B)`, async () => {
+    it(`a thrown value String() cannot convert (an object without a prototype) still gets the ${onFailure} policy`, async () => {
       const s = setup();
       const r = run(
         s,

@@ -21,7 +21,7 @@ describe('graceful on every path', () => {
   });
 
   for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
-    it(`close() with a timeout beyond Node's largest timer (2^31 ms) still drains and commits (${protocol}, review B)`, async () => {
+    it(`close() with a timeout beyond Node's largest timer (2^31 ms) still drains and commits (${protocol})`, async () => {
       // setTimeout turns a longer delay into 1 ms: the close took its deadline as passed at once.
       const h = harness(
         { drainTimeoutMs: 3000, commitIntervalMs: 60_000 },
@@ -321,7 +321,7 @@ describe('graceful on every path', () => {
     await h.consumer.close();
   });
 
-  it('ignores an ack of a message of the stream a seek replaced (same generation, same offsets; review A)', async () => {
+  it('ignores an ack of a message of the stream a seek replaced (same generation, same offsets)', async () => {
     const h = harness({ commitIntervalMs: 5 });
     const streams: PartitionStream[] = [];
     subs.push(h.consumer.partitions$.subscribe((p) => streams.push(p)));

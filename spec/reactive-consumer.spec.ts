@@ -236,7 +236,7 @@ describe('ReactiveConsumer', () => {
     await h.consumer.close();
   });
 
-  it('waits for a bare thenable (its then() returning nothing) before counting the message processed (black-box review)', async () => {
+  it('waits for a bare thenable (its then() returning nothing) before counting the message processed', async () => {
     const h = harness({ commitIntervalMs: 1 });
     let resolveFirst: ((v: unknown) => void) | undefined;
     subs.push(
@@ -269,7 +269,7 @@ describe('ReactiveConsumer', () => {
     await h.consumer.close();
   });
 
-  it('completes the pipeline after close() even when a handler ignores its signal and never settles (black-box review)', async () => {
+  it('completes the pipeline after close() even when a handler ignores its signal and never settles', async () => {
     const h = harness({ drainTimeoutMs: 300, config: { 'max.poll.interval.ms': 1000 } as never });
     let ended: 'complete' | 'error' | undefined;
     subs.push(

@@ -12,7 +12,7 @@ describe('the testing kit: waits', () => {
     assert.ok(Date.now() - started < 2000, `rejected after ${Date.now() - started} ms`);
   });
 
-  it('waitFor and nextRebalance with a timeout beyond the largest timer delay wait, not give up at once (review C)', async () => {
+  it('waitFor and nextRebalance with a timeout beyond the largest timer delay wait, not give up at once', async () => {
     const huge = 2 ** 31 + 10;
     await waitFor(() => new Promise<boolean>((r) => setTimeout(() => r(true), 50)), {
       timeoutMs: huge,

@@ -165,7 +165,7 @@ describe('processTransactional()', () => {
     assert.ok(s.producer().calls.includes('disconnect'));
   });
 
-  it('a refused second subscription leaves the running transactional pipeline committing (black-box review)', async () => {
+  it('a refused second subscription leaves the running transactional pipeline committing', async () => {
     const s = setup();
     const pipeline$ = s.consumer.processTransactional(fanOut, { transactionalId: 'tx-1' });
     subs.push(pipeline$.subscribe());

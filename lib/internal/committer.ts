@@ -25,7 +25,7 @@ const RETRIABLE_COMMIT_CODES: ReadonlySet<number> = new Set([
   Code.COORDINATOR_NOT_AVAILABLE,
   Code.NOT_COORDINATOR,
   Code.TIMED_OUT,
-  -166, // ERR__TIMED_OUT_QUEUE: failed in the queue when a connection timed out
+  Code.TIMED_OUT_QUEUE, // failed in the queue when a connection timed out
   Code.TRANSPORT,
   Code.ALL_BROKERS_DOWN,
   Code.STALE_MEMBER_EPOCH, // KIP-848: the heartbeat librdkafka expedites refreshes the epoch
@@ -510,7 +510,8 @@ export class Committer implements OffsetCommits {
   /**
    * A commit of these partitions that librdkafka answered with an error of unknown outcome (timed
    * out, transport failure, coordinator moved) may have been applied after the final one: the
-   * group's offsets are read back, and committed again where they are lower, before the release.
+   * group's offsets are read back, and the final ones committed again where the group holds
+   * another, before the release (see commit-verification.ts).
    */
   private async verify(
     controls: readonly PartitionControl[],
