@@ -20,9 +20,19 @@ import {
 } from '../helpers/kafka';
 import { protocolVariants } from '../chaos/protocols';
 
-/** How many records an input gets (1–3): the worker's rule. */
-export const fanOut = (offset: number, partition: number): number =>
-  1 + ((offset * 7 + partition) % 3);
+/** How many records an input gets: `fixed`, else 1–3 (the worker's rule). */
+export const fanOut = (offset: number, partition: number, fixed?: number): number =>
+  fixed ?? 1 + ((offset * 7 + partition) % 3);
+
+/** How a worker writes: records per input, producer settings, transaction age. */
+export interface EosWriting {
+  /** Records per input (default: 1–3, see fanOut). */
+  readonly records?: number;
+  /** Extra settings of the transactional producer. */
+  readonly producerConfig?: Record<string, unknown>;
+  /** The transaction's `maxMs` (default 100). */
+  readonly maxMs?: number;
+}
 
 /** Every record of a topic read by a fresh consumer with the given isolation level, to the end. */
 export async function readTopic(
@@ -89,6 +99,7 @@ export function startWorker(
   name: string,
   config: Record<string, unknown>,
   workers: EosWorker[],
+  writing: EosWriting = {},
 ): EosWorker {
   const dir = join('integration', '.test_output', 'eos');
   mkdirSync(dir, { recursive: true });
@@ -105,6 +116,7 @@ export function startWorker(
         EOS_OUT_B: topics.outB,
         EOS_TXN_ID: `${topics.group}-${name}`,
         EOS_CONFIG: JSON.stringify(config),
+        EOS_WRITING: JSON.stringify(writing),
         EOS_LOG: join(dir, `${topics.group}-${name}-${Date.now()}.log`),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -144,6 +156,8 @@ export function progressBeyond(
 }
 
 export interface EosVerdict {
+  /** How long the outputs still had an open transaction (a killed member's) when the verdict began. */
+  readonly openTransactionMs: number;
   readonly expected: number;
   readonly readCommitted: number;
   readonly lost: number;
@@ -158,7 +172,25 @@ export async function verdict(
   partitions: number,
   outPartitions: number,
   ends: readonly number[],
+  records?: number,
 ): Promise<EosVerdict> {
+  // A killed member's open transaction holds back what read_committed readers see (the last
+  // stable offset) until the broker aborts it at transaction.timeout.ms, unless a producer with
+  // its transactional.id fenced it before: read once every output is stable.
+  const waitedFrom = Date.now();
+  for (const topic of [topics.outA, topics.outB]) {
+    await waitFor(
+      async () => {
+        const [stable, high] = await Promise.all([
+          highWatermarks(topic, outPartitions, 'read_committed'),
+          highWatermarks(topic, outPartitions, 'read_uncommitted'),
+        ]);
+        return stable.every((o, p) => o === high[p]);
+      },
+      { timeoutMs: 120_000, what: `no open transaction on ${topic}`, intervalMs: 250 },
+    );
+  }
+  const openTransactionMs = Date.now() - waitedFrom;
   const committedRecords = [
     ...(await readTopic(topics.outA, outPartitions, 'read_committed')),
     ...(await readTopic(topics.outB, outPartitions, 'read_committed')),
@@ -172,11 +204,12 @@ export async function verdict(
   const expected: string[] = [];
   for (let p = 0; p < partitions; p++) {
     for (let o = 0; o < (ends[p] ?? 0); o++) {
-      for (let i = 0; i < fanOut(o, p); i++) expected.push(`${p}:${o}:${i}`);
+      for (let i = 0; i < fanOut(o, p, records); i++) expected.push(`${p}:${o}:${i}`);
     }
   }
   const committed = await committedOffsets(topics.group, topics.input, partitions);
   return {
+    openTransactionMs,
     expected: expected.length,
     readCommitted: committedRecords.length,
     lost: expected.filter((v) => !seen.has(v)).length,

@@ -7,6 +7,7 @@ import pino from 'pino';
 import { ReactiveConsumer } from '../../lib';
 import type { KafkaMessage, OutputRecord } from '../../lib';
 import { fanOut } from './scenario';
+import type { EosWriting } from './scenario';
 
 const env = (name: string): string => {
   const v = process.env[name];
@@ -30,13 +31,14 @@ const consumer = new ReactiveConsumer({
   logger,
 });
 
+const writing = JSON.parse(process.env.EOS_WRITING ?? '{}') as EosWriting;
 const outA = env('EOS_OUT_A');
 const outB = env('EOS_OUT_B');
 consumer
   .processTransactional(
     async (m: KafkaMessage): Promise<OutputRecord[]> => {
       await new Promise((r) => setTimeout(r, 4 + (m.offset % 5)));
-      return Array.from({ length: fanOut(m.offset, m.partition) }, (_, i) => ({
+      return Array.from({ length: fanOut(m.offset, m.partition, writing.records) }, (_, i) => ({
         topic: i % 2 === 0 ? outA : outB,
         key: m.key,
         value: `${m.partition}:${m.offset}:${i}`,
@@ -46,8 +48,8 @@ consumer
       transactionalId: env('EOS_TXN_ID'),
       concurrency: 16,
       partitionConcurrency: 1,
-      maxMs: 100,
-      producerConfig: { 'transaction.timeout.ms': 20_000 },
+      maxMs: writing.maxMs ?? 100,
+      producerConfig: { 'transaction.timeout.ms': 20_000, ...writing.producerConfig },
     },
   )
   .subscribe({

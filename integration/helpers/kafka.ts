@@ -161,9 +161,15 @@ export async function produce(
 async function withInspector<T>(
   groupId: string,
   fn: (consumer: Kafka.KafkaConsumer) => Promise<T>,
+  isolation: 'read_committed' | 'read_uncommitted' = 'read_committed',
 ): Promise<T> {
   const consumer = new Kafka.KafkaConsumer(
-    { 'bootstrap.servers': BROKERS, 'group.id': groupId, 'enable.auto.commit': false },
+    {
+      'bootstrap.servers': BROKERS,
+      'group.id': groupId,
+      'enable.auto.commit': false,
+      'isolation.level': isolation,
+    },
     {},
   );
   await new Promise<void>((resolve, reject) =>
@@ -190,21 +196,33 @@ export async function partitionCount(topic: string): Promise<number> {
   );
 }
 
-/** High watermarks (end offsets) of every partition, read by a separate client. */
-export async function highWatermarks(topic: string, partitions: number): Promise<number[]> {
-  return withInspector(uniqueName('inspect'), async (c) => {
-    const out: number[] = [];
-    for (let p = 0; p < partitions; p++) {
-      out.push(
-        await new Promise<number>((resolve, reject) =>
-          c.queryWatermarkOffsets(topic, p, 10_000, (err, w) =>
-            err ? reject(err) : resolve(w.highOffset),
+/**
+ * End offsets of every partition, read by a separate client: under `read_committed` (librdkafka's
+ * default) the last stable offset, which an open transaction holds back; under `read_uncommitted`
+ * the high watermark.
+ */
+export async function highWatermarks(
+  topic: string,
+  partitions: number,
+  isolation: 'read_committed' | 'read_uncommitted' = 'read_committed',
+): Promise<number[]> {
+  return withInspector(
+    uniqueName('inspect'),
+    async (c) => {
+      const out: number[] = [];
+      for (let p = 0; p < partitions; p++) {
+        out.push(
+          await new Promise<number>((resolve, reject) =>
+            c.queryWatermarkOffsets(topic, p, 10_000, (err, w) =>
+              err ? reject(err) : resolve(w.highOffset),
+            ),
           ),
-        ),
-      );
-    }
-    return out;
-  });
+        );
+      }
+      return out;
+    },
+    isolation,
+  );
 }
 
 /**
