@@ -509,6 +509,26 @@ describe('processTransactional()', () => {
       await s.consumer.close();
     });
 
+    it('after a revoke’s commit, writes nothing more of the revoked partition: what waited behind a full queue is redone by the next assignment, not written into a later transaction', async () => {
+      const q = queueFullOn('0:2:2', (n) => n < 5);
+      const s = setup({ queueFull: q.queueFull });
+      run(s, five, { maxMs: 50, maxMessages: 1000 });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 6);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => q.refusals() >= 1, 'input 2 partly written, 3..5 waiting behind it');
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(() => s.events.some((e) => e.type === 'revoked'), 'revoked');
+      const ev = s.events.find((e) => e.type === 'committed');
+      assert.ok(ev?.type === 'committed');
+      assert.deepEqual(ev.results, [{ topic: T, partition: 0, status: 'committed', offset: 3 }]);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s, 0) === 6, 'the next assignment redid 3..5');
+      assertWholeInputs(s, fiveEach);
+      assertExactlyOnce(s, { 0: 6 }, fiveEach);
+      await s.consumer.close();
+    });
+
     it('on a revoke, lets the partly-written message finish, then commits it whole with its offset', async () => {
       const q = queueFullOn('0:2:2', (n) => n < 5);
       const s = setup({ queueFull: q.queueFull });

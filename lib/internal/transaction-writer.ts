@@ -96,6 +96,11 @@ export interface WriterHost {
   accepting(): boolean;
   /** Whether a stream's results no longer count (fenced, released, or its work aborted). */
   dead(control: PartitionControl): boolean;
+  /**
+   * Whether a stream's revoke has sent its final commit: nothing more of it goes into a
+   * transaction (what still waits is redone by the partition's next owner).
+   */
+  sealed(control: PartitionControl): boolean;
   /** The open transaction must be aborted. */
   abort(reason: string): void;
   /** Ends the consumer with an error. */
@@ -168,7 +173,7 @@ export class TransactionWriter {
       if (this.handOver(txn.partial) !== 'written') return;
     }
     for (const [control, map] of this.waiting) {
-      if (this.host.dead(control)) {
+      if (this.host.dead(control) || this.host.sealed(control)) {
         this.waiting.delete(control);
         continue;
       }

@@ -111,6 +111,8 @@ export class Transactions implements OffsetCommits {
   private readonly writer: TransactionWriter;
   /** Streams whose work was aborted: their later results never count. */
   private readonly poisoned = new WeakSet<PartitionControl>();
+  /** Streams whose revoke's final commit has begun: nothing more of them is written. */
+  private readonly sealed = new WeakSet<PartitionControl>();
   /** The start, a commit or an abort in flight (one at a time). */
   private op: Promise<void> | undefined;
   private lastCommitAt = Date.now();
@@ -139,6 +141,7 @@ export class Transactions implements OffsetCommits {
     this.writer = new TransactionWriter(producer, options.maxMessages, logger, {
       accepting: () => this.state.kind === 'open' && this.op === undefined,
       dead: (c) => this.dead(c),
+      sealed: (c) => this.sealed.has(c),
       abort: (reason) => this.abortInBackground(reason),
       fail: (err) => this.host.fail(err),
       full: () => this.commitInBackground(),
@@ -234,7 +237,10 @@ export class Transactions implements OffsetCommits {
     deadline: number,
     holdBy: () => number = () => deadline,
   ): Promise<PartitionCommitResult[]> {
+    // What is finished goes into this transaction; from then on nothing more of these streams is
+    // written (a later transaction would carry their records without their offsets).
     this.writer.pump();
+    for (const c of controls) this.sealed.add(c);
     this.revokeHoldBy = holdBy;
     const outcome = await this.commit('revoke', deadline).finally(() => {
       this.revokeHoldBy = undefined;
@@ -488,7 +494,7 @@ export class Transactions implements OffsetCommits {
     try {
       await this.retrying((t) => this.producer.abort(t), Math.max(deadline, Date.now() + 1000));
     } catch (err) {
-      this.fatal(err, 'the transaction could not be aborted');
+      this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
       return;
     }
     this.counts.aborted += 1;
