@@ -122,13 +122,19 @@ export class ProducerFencedError extends ReactiveKafkaError {
  */
 export class TransactionError extends ReactiveKafkaError {
   readonly code = ErrorCode.Transaction;
+  /** The input message whose output the producer or the broker refuses, when one is to blame. */
+  readonly input: KafkaCoordinates | undefined;
+  /** The topic of the refused output record. */
+  readonly outputTopic: string | undefined;
   constructor(
     message: string,
     readonly transactionalId: string,
     readonly kafkaCode: number | undefined,
-    options: BaseOptions = {},
+    options: BaseOptions & { input?: KafkaCoordinates; outputTopic?: string } = {},
   ) {
     super(message, options);
+    this.input = options.input;
+    this.outputTopic = options.outputTopic;
   }
 }
 

@@ -198,6 +198,10 @@ export interface TransactionMetrics {
   /** Input messages and output records thrown away by aborts. */
   readonly abortedMessages: number;
   readonly abortedRecords: number;
+  /** Output records the producer or the broker refused (each aborted its transaction). */
+  readonly refusedRecords: number;
+  /** Inputs skipped (`onFailure: 'skip'`) because an output record of theirs kept being refused. */
+  readonly skippedInputs: number;
   /** The transactional producer now. */
   readonly state: 'starting' | 'open' | 'committing' | 'aborting' | 'failed' | 'closed';
   /** Commit requested → confirmed. */

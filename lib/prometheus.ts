@@ -297,6 +297,26 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     },
   );
   counter(
+    'transaction_refused_records_total',
+    'Output records the producer or the broker refused, each aborting its transaction (processTransactional()).',
+    ['group'],
+    (add, obs) => {
+      const t = snapshot(obs).transactions;
+      if (t === undefined) return;
+      add({ group: obs.group }, t.refusedRecords);
+    },
+  );
+  counter(
+    'transaction_skipped_inputs_total',
+    "Inputs skipped (onFailure: 'skip') because an output record of theirs kept being refused (processTransactional()).",
+    ['group'],
+    (add, obs) => {
+      const t = snapshot(obs).transactions;
+      if (t === undefined) return;
+      add({ group: obs.group }, t.skippedInputs);
+    },
+  );
+  counter(
     'rebalances_total',
     'Rebalance outcomes: assigned, revoked (drained, committed, released) or lost.',
     ['group', 'type'],

@@ -332,6 +332,12 @@ export class ReactiveConsumer {
       component: 'transactions',
       transactionalId: resolved.transactionalId,
     });
+    logger.info(
+      { identity: resolved.identity, transactionTimeoutMs: resolved.transactionTimeoutMs },
+      resolved.identity === 'random'
+        ? 'transactional producer: a random transactional.id (no instanceId, group.instance.id or StatefulSet pod name), so a crash leaves its open transaction blocking read_committed readers of the outputs until transaction.timeout.ms'
+        : 'transactional producer: transactional.id and transaction.timeout.ms chosen',
+    );
     const producer = new TransactionalProducer(
       resolved.transactionalId,
       resolved.producerConfig,
@@ -349,6 +355,7 @@ export class ReactiveConsumer {
       fail: (err) => this.engine.failWith(err),
       changed: () => this.engine.changed(),
       observer: () => this.engine.observer,
+      publish: (event) => this.engine.publish(event),
     });
     const instrumented = this.observability.instrument((m: DecodedMessage<K, V>) =>
       recordsOf(handler(m)),

@@ -62,16 +62,21 @@ export interface TransactionalOptions<K = Buffer | null, V = Buffer | null> exte
    * unique among the live instances of the application (two producers with one id fence each
    * other) and should be the same across restarts of one instance (a restart then aborts what the
    * crashed one left open at once, instead of after `transaction.timeout.ms`).
+   * See docs/exactly-once.md, "The cost of a crash".
    * @default `${transactionalIdPrefix}-${instanceId}`
    */
   transactionalId?: string;
   /** Prefix of the derived `transactional.id`. @default the consumer's `group.id` */
   transactionalIdPrefix?: string;
   /**
-   * This instance's stable name in the derived `transactional.id` (a pod name, a StatefulSet
-   * ordinal). @default `group.instance.id` when set, else a random id per consumer (correct, but a
-   * crashed instance's open transaction then blocks `read_committed` readers of the output
-   * partitions until `transaction.timeout.ms`)
+   * This instance's stable name in the derived `transactional.id`: unique among the live
+   * instances with the same prefix, the same across restarts of one. Set it when the default is
+   * not unique (StatefulSets of one name in two namespaces or clusters with the same `group.id`)
+   * or not stable (a Deployment's pods: their names change at each restart).
+   * @default `group.instance.id` when set; else, in Kubernetes (`KUBERNETES_SERVICE_HOST` set),
+   * `HOSTNAME` when it is a StatefulSet pod name (`<name>-<ordinal>`); else a random id per
+   * consumer (correct, but a crashed instance's open transaction then blocks `read_committed`
+   * readers of the output partitions until `transaction.timeout.ms`)
    */
   instanceId?: string;
   /** Most input messages in one transaction. @default 500 */
@@ -90,8 +95,52 @@ export interface ResolvedTransactionalOptions {
   readonly producerConfig: Record<string, unknown>;
   readonly maxMessages: number;
   readonly maxMs: number;
-  /** The producer's `transaction.timeout.ms`: the broker aborts a transaction open longer. */
+  /**
+   * The producer's `transaction.timeout.ms` (the broker aborts a transaction open longer): the
+   * user's, or derived from {@link transactionWindowMs} when unset.
+   */
   readonly transactionTimeoutMs: number;
+  /** Where the `transactional.id` (or its instance part) comes from. */
+  readonly identity: TransactionalIdentity;
+}
+
+/**
+ * Where a `transactional.id` comes from: given (`transactionalId`,
+ * `producerConfig['transactional.id']` or `instanceId`), the consumer's `group.instance.id`, the
+ * Kubernetes StatefulSet pod name in `HOSTNAME`, or a random id per consumer (not stable across
+ * restarts).
+ */
+export type TransactionalIdentity = 'explicit' | 'group.instance.id' | 'statefulset' | 'random';
+
+/**
+ * A StatefulSet pod's name: `<statefulset>-<ordinal>` (a DNS label). A Deployment's pod
+ * (`<name>-<hash>-<5 random characters>`) matches only when those five are all digits (rare; its
+ * name is then unique among live pods, though not stable across restarts).
+ */
+const STATEFULSET_POD = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?-\d+$/;
+
+/** librdkafka's most for `transaction.timeout.ms` (an int32). */
+const MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647;
+
+/**
+ * The longest time from a transaction's first record within which the library may still commit
+ * or abort it, in ms: it stays open up to `maxMs`; its commit goes on up to 2 × `commitTimeoutMs`
+ * (a periodic commit) or up to the drain deadline (`drainTimeoutMs`, a revoke's final commit) —
+ * a partly written message taking half of that; an abort after a failed commit takes up to
+ * `commitTimeoutMs`. `transaction.timeout.ms` must be above it, or the broker aborts transactions
+ * the library still commits.
+ */
+export function transactionWindowMs(
+  maxMs: number,
+  settings: Pick<ConsumerSettings, 'drainTimeoutMs' | 'commitTimeoutMs'>,
+): number {
+  const { drainTimeoutMs, commitTimeoutMs } = settings;
+  return maxMs + Math.max(drainTimeoutMs, 2 * commitTimeoutMs) + commitTimeoutMs;
+}
+
+/** `transaction.timeout.ms` when the user sets none: the window + 1 s, up to a whole second. */
+export function derivedTransactionTimeoutMs(windowMs: number): number {
+  return Math.ceil((windowMs + 1000) / 1000) * 1000;
 }
 
 /** Producer settings with the only value exactly-once allows. */
@@ -111,10 +160,71 @@ function positiveInteger(value: unknown, key: string): number {
   return value;
 }
 
-/** Validates `processTransactional()`'s options against the consumer's settings. */
+/**
+ * The instance part of a derived `transactional.id` and where it comes from: `instanceId`, else
+ * `group.instance.id`, else a StatefulSet pod name (Kubernetes), else a random id.
+ */
+function instanceOf(
+  instanceId: string | undefined,
+  settings: ConsumerSettings,
+  env: NodeJS.ProcessEnv,
+): { readonly instance: string; readonly identity: TransactionalIdentity } {
+  if (instanceId !== undefined) return { instance: instanceId, identity: 'explicit' };
+  const staticId = (settings.globalConfig as Record<string, unknown>)['group.instance.id'];
+  if (typeof staticId === 'string' && staticId !== '') {
+    return { instance: staticId, identity: 'group.instance.id' };
+  }
+  const host = env.HOSTNAME;
+  if (
+    env.KUBERNETES_SERVICE_HOST !== undefined &&
+    env.KUBERNETES_SERVICE_HOST !== '' &&
+    host !== undefined &&
+    STATEFULSET_POD.test(host)
+  ) {
+    return { instance: host, identity: 'statefulset' };
+  }
+  return { instance: randomUUID(), identity: 'random' };
+}
+
+/**
+ * `producerConfig['transaction.timeout.ms']` checked against {@link transactionWindowMs}, or
+ * derived from it when unset.
+ */
+function transactionTimeout(raw: unknown, maxMs: number, settings: ConsumerSettings): number {
+  const key = 'producerConfig.transaction.timeout.ms';
+  const windowMs = transactionWindowMs(maxMs, settings);
+  const derived = derivedTransactionTimeoutMs(windowMs);
+  if (raw === undefined) return derived;
+  const value =
+    typeof raw === 'number'
+      ? raw
+      : typeof raw === 'string' && /^\d+$/.test(raw)
+        ? Number(raw)
+        : NaN;
+  if (!Number.isInteger(value) || value > MAX_TRANSACTION_TIMEOUT_MS) {
+    throw new ConfigError(
+      `Expected \`${key}\` to be an integer number of ms (a number or a string of digits, at most ${MAX_TRANSACTION_TIMEOUT_MS}), got ${JSON.stringify(raw) ?? String(raw)}`,
+      key,
+    );
+  }
+  if (value <= windowMs) {
+    const { drainTimeoutMs: drain, commitTimeoutMs: commit } = settings;
+    throw new ConfigError(
+      `Expected \`${key}\` to be above ${windowMs} (\`maxMs\` ${maxMs} + the longer of \`drainTimeoutMs\` ${drain} and 2 × \`commitTimeoutMs\` ${2 * commit} + \`commitTimeoutMs\` ${commit}: the longest the library may still commit or abort a transaction in), got ${value}: the broker would abort transactions the library still commits. Raise it, lower \`drainTimeoutMs\`, \`commitTimeoutMs\` or \`maxMs\`, or leave it unset to have it derived (${derived} with these settings)`,
+      key,
+    );
+  }
+  return value;
+}
+
+/**
+ * Validates `processTransactional()`'s options against the consumer's settings. `env` is where a
+ * StatefulSet pod name is looked for (`KUBERNETES_SERVICE_HOST`, `HOSTNAME`).
+ */
 export function resolveTransactionalOptions(
   options: TransactionalOptions<unknown, unknown>,
   settings: ConsumerSettings,
+  env: NodeJS.ProcessEnv = process.env,
 ): ResolvedTransactionalOptions {
   if (typeof options !== 'object' || options === null) {
     throw new ConfigError('Expected the options to be an object', 'options');
@@ -203,36 +313,31 @@ export function resolveTransactionalOptions(
       );
     }
   }
-  const staticId = (settings.globalConfig as Record<string, unknown>)['group.instance.id'];
-  const instance =
-    instanceId ?? (typeof staticId === 'string' && staticId !== '' ? staticId : randomUUID());
+  const source = explicit === undefined ? instanceOf(instanceId, settings, env) : undefined;
   const id =
-    (explicit as string | undefined) ?? `${transactionalIdPrefix ?? settings.groupId}-${instance}`;
+    source === undefined
+      ? (explicit as string)
+      : `${transactionalIdPrefix ?? settings.groupId}-${source.instance}`;
   const messages = positiveInteger(maxMessages, 'maxMessages');
   const ms = positiveInteger(maxMs, 'maxMs');
+  const transactionTimeoutMs = transactionTimeout(user['transaction.timeout.ms'], ms, settings);
   const producerConfig: Record<string, unknown> = {
     ...connectionSettings(settings.globalConfig as Record<string, unknown>),
     ...user,
     'transactional.id': id,
+    'transaction.timeout.ms': transactionTimeoutMs,
     'enable.idempotence': true,
     acks: 'all',
   };
   delete producerConfig['request.required.acks'];
-  const rawTimeout = producerConfig['transaction.timeout.ms'];
-  const txnTimeout = rawTimeout === undefined ? 60_000 : Number(rawTimeout);
-  if (!Number.isFinite(txnTimeout) || txnTimeout <= ms + settings.commitTimeoutMs) {
-    throw new ConfigError(
-      `Expected \`producerConfig.transaction.timeout.ms\` (${String(rawTimeout ?? 60_000)}) to be above \`maxMs\` + \`commitTimeoutMs\` (${ms + settings.commitTimeoutMs}): the broker would abort transactions the library still holds open`,
-      'producerConfig.transaction.timeout.ms',
-    );
-  }
-  const process = resolveProcessOptions(rest as ProcessOptions<unknown, unknown>, settings);
+  const processOptions = resolveProcessOptions(rest as ProcessOptions<unknown, unknown>, settings);
   return {
-    process,
+    process: processOptions,
     transactionalId: id,
     producerConfig,
     maxMessages: messages,
     maxMs: ms,
-    transactionTimeoutMs: txnTimeout,
+    transactionTimeoutMs,
+    identity: source?.identity ?? 'explicit',
   };
 }

@@ -8,7 +8,11 @@ import type { Subscription } from 'rxjs';
 import { HandlerError, TransactionError } from '../lib';
 import type { KafkaMessage, OutputRecord, TransactionalHandler } from '../lib';
 import { fakeTransactionalProducerFactory } from './fakes/fake-transactional-producer';
-import type { FakeTransactionalProducer } from './fakes/fake-transactional-producer';
+import type {
+  FakeTransactionalProducer,
+  FakeTxnOptions,
+  TxnRecord,
+} from './fakes/fake-transactional-producer';
 import { T, committed, harness, tp, until } from './helpers/harness';
 
 const one = (m: KafkaMessage): OutputRecord[] => [
@@ -16,9 +20,9 @@ const one = (m: KafkaMessage): OutputRecord[] => [
 ];
 
 /** A consumer whose fake transactional producer refuses values above 1000 bytes (MSG_SIZE_TOO_LARGE). */
-function setup() {
+function setup(options: FakeTxnOptions = {}) {
   const box: { fake?: () => { commits: Map<string, number> } } = {};
-  const p = fakeTransactionalProducerFactory(() => box.fake!());
+  const p = fakeTransactionalProducerFactory(() => box.fake!(), options);
   const factory = (g: Record<string, unknown>) => {
     const producer = p.factory(g) as unknown as FakeTransactionalProducer;
     const produce = producer.produce.bind(producer);
@@ -41,7 +45,11 @@ describe('processTransactional(): records that cannot be written', () => {
     for (const s of subs.splice(0)) s.unsubscribe();
   });
 
-  function run(s: ReturnType<typeof setup>, handler: TransactionalHandler) {
+  function run(
+    s: ReturnType<typeof setup>,
+    handler: TransactionalHandler,
+    onFailure: 'stop' | 'skip' = 'stop',
+  ) {
     let error: unknown;
     subs.push(
       s.consumer
@@ -49,6 +57,7 @@ describe('processTransactional(): records that cannot be written', () => {
           transactionalId: 'tx-refusals',
           retry: { count: 0 },
           maxMs: 5,
+          onFailure,
         })
         .subscribe({ error: (e: unknown) => (error = e) }),
     );
@@ -92,5 +101,92 @@ describe('processTransactional(): records that cannot be written', () => {
       (committed(s, 0) ?? 0) <= 2,
       'nothing of partition 0 committed past the refused input',
     );
+  });
+
+  /**
+   * The broker refuses the poison record (MSG_SIZE_TOO_LARGE, after produce() took it) and, as a
+   * refused batch does, every record of partition 0 in the same transaction.
+   */
+  const POISON = '0:2';
+  const refusesPoisonBatch = (r: TxnRecord, txn: readonly TxnRecord[]): number | undefined =>
+    txn.some((x) => String(x.value) === POISON) && String(r.value).startsWith('0:')
+      ? 10
+      : undefined;
+  const values = (records: readonly TxnRecord[]): string[] => records.map((r) => String(r.value));
+
+  it('a record the broker refuses after produce() (its delivery report): stop names the input and the output topic, after a bounded number of aborts', async () => {
+    const s = setup({ brokerRefuses: refusesPoisonBatch });
+    const error = run(s, one);
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().produce(T, 1, 6);
+    s.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => error() !== undefined, 'the pipeline ends', 5000);
+    const err = error() as TransactionError;
+    assert.ok(err instanceof TransactionError, String(err));
+    assert.deepEqual(err.input, { topic: T, partition: 0, offset: 2 });
+    assert.equal(err.outputTopic, 'out');
+    assert.equal(err.kafkaCode, 10);
+    assert.match(err.message, /orders\[0\]@2 for topic out/);
+    const t = s.consumer.metrics().transactions;
+    assert.ok(
+      t !== undefined && t.aborted >= 2 && t.aborted <= 4,
+      `bounded aborts (${t?.aborted})`,
+    );
+    assert.ok((t?.refusedRecords ?? 0) >= 2);
+    const seen = values(s.producer().committed);
+    assert.ok(!seen.includes(POISON), 'the poison record never visible');
+    assert.ok((committed(s, 0) ?? 0) <= 2, 'nothing of partition 0 committed at or past it');
+    assert.equal(new Set(seen).size, seen.length, 'no output twice');
+  });
+
+  it("onFailure 'skip': the refused input counts with no output and an event says so; every other input exactly once, innocent batch-mates included", async () => {
+    const s = setup({ brokerRefuses: refusesPoisonBatch });
+    const events: unknown[] = [];
+    subs.push(s.consumer.events$.subscribe((e) => events.push(e)));
+    const error = run(s, one, 'skip');
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().produce(T, 1, 6);
+    s.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(
+      () => committed(s, 0) === 6 && committed(s, 1) === 6,
+      'both partitions committed to their end',
+      5000,
+    );
+    assert.equal(error(), undefined);
+    const seen = values(s.producer().committed).sort();
+    const expected = [0, 1]
+      .flatMap((p) => [0, 1, 2, 3, 4, 5].map((o) => `${p}:${o}`))
+      .filter((v) => v !== POISON)
+      .sort();
+    assert.deepEqual(seen, expected, 'every other input exactly once');
+    const skipped = events.filter((e) => (e as { type: string }).type === 'message-skipped') as {
+      partition: number;
+      offset: number;
+      error: { kafkaCode: number };
+    }[];
+    assert.equal(skipped.length, 1);
+    assert.equal(skipped[0]?.partition, 0);
+    assert.equal(skipped[0]?.offset, 2);
+    assert.equal(skipped[0]?.error.kafkaCode, 10);
+    assert.equal(s.consumer.metrics().transactions?.skippedInputs, 1);
+  });
+
+  it("onFailure 'skip' with a record produce() refuses: the input counts with no output, the others exactly once", async () => {
+    const s = setup();
+    const error = run(
+      s,
+      (m) =>
+        m.partition === 0 && m.offset === 2 ? [{ topic: 'out', value: 'x'.repeat(2000) }] : one(m),
+      'skip',
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 5);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 5, 'committed to the end', 5000);
+    assert.equal(error(), undefined);
+    assert.deepEqual(values(s.producer().committed), ['0:0', '0:1', '0:3', '0:4']);
+    assert.equal(s.consumer.metrics().transactions?.skippedInputs, 1);
   });
 });

@@ -29,6 +29,12 @@ const consumer = new ReactiveConsumer({
   topicConfig: { 'auto.offset.reset': 'earliest' },
   topics: [env('EOS_TOPIC')],
   logger,
+  // Short enough for the 20 s transaction.timeout.ms below, which must be above maxMs +
+  // max(drainTimeoutMs, 2 × commitTimeoutMs) + commitTimeoutMs = maxMs + 16000: a killed member's
+  // open transaction blocks the outputs until 20 s after its first record (plus up to the broker's
+  // 10 s scan for timed-out transactions).
+  drainTimeoutMs: 12_000,
+  commitTimeoutMs: 4000,
 });
 
 const writing = JSON.parse(process.env.EOS_WRITING ?? '{}') as EosWriting;

@@ -11,17 +11,21 @@
  * - A message the producer stops half-way (QUEUE_FULL) is the transaction's `partial` message: it
  *   is finished before any other message starts, and a transaction is never committed with one
  *   (the commit lets it finish first, {@link TransactionWriter.finishPartial}, or aborts).
+ * - Each record carries a {@link DeliveryTag} (produce()'s opaque) naming its input, so a record
+ *   the broker refuses later is pinned on its input (input-faults.ts). A suspect input (one whose
+ *   records failed a transaction before) goes into a transaction of its own, committed at once.
  */
 import type { Logger } from 'pino';
-import { TransactionError } from '../errors';
+import type { KafkaClientError } from '../errors';
 import type { OutputRecord } from '../transactional-options';
 import type { KafkaMessage } from '../types';
+import type { InputCoordinates, RecordFailure } from './input-faults';
 import type { PartitionControl } from './partition-control';
 import { Code } from './rdkafka';
 import type { TransactionalProducer } from './transactional-producer';
 
 /** A message whose handler finished, with the records it writes. */
-interface Finished {
+export interface Finished {
   readonly control: PartitionControl;
   readonly message: KafkaMessage;
   readonly records: readonly OutputRecord[];
@@ -46,7 +50,19 @@ const PARTIAL_LOST =
   'the partition of a message partly written in the open transaction was lost or replaced';
 
 /** `topic[partition]@offset`, how logs and errors name an input message. */
-const inputName = (m: KafkaMessage): string => `${m.topic}[${m.partition}]@${m.offset}`;
+export const inputName = (m: InputCoordinates): string => `${m.topic}[${m.partition}]@${m.offset}`;
+
+/** librdkafka's delivery errors of records an abort purged: not the record's fault. */
+const PURGED: ReadonlySet<number> = new Set([-152, -151]);
+
+/** produce()'s opaque: which transaction and input a record belongs to. */
+export class DeliveryTag {
+  constructor(
+    readonly work: TransactionWork,
+    readonly input: InputCoordinates,
+    readonly outputTopic: string,
+  ) {}
+}
 
 /** The work of one transaction. */
 export class TransactionWork {
@@ -61,11 +77,42 @@ export class TransactionWork {
   partial: Finished | undefined;
   /** Why it must be aborted, recorded while a commit holds it (that commit aborts it). */
   doomed: string | undefined;
+  /** The inputs with records in it (whole or in part), in the order they went in. */
+  readonly inputs: InputCoordinates[] = [];
+  /** It holds one suspect input and nothing else goes in: it is committed at once. */
+  solo = false;
+  /** Records handed to the producer, and delivery reports received of them. */
+  private produced = 0;
+  private reported = 0;
+  /** Records the broker refused (their delivery reports), purges left out. */
+  readonly failures: RecordFailure[] = [];
+  private waiters: (() => void)[] = [];
+
+  /** A delivery report of one of its records. */
+  delivered(tag: DeliveryTag, error: KafkaClientError | undefined): void {
+    this.reported += 1;
+    if (error !== undefined && !PURGED.has(error.kafkaCode)) {
+      this.failures.push({ input: tag.input, outputTopic: tag.outputTopic, error });
+    }
+    if (this.reported >= this.produced) for (const go of this.waiters.splice(0)) go();
+  }
+
+  /** Resolves once every record's delivery report arrived, or at `by`. */
+  async reportsIn(by: number): Promise<void> {
+    if (this.reported >= this.produced) return;
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.waiters.push(resolve);
+      timer = setTimeout(resolve, Math.max(0, by - Date.now()));
+    });
+    clearTimeout(timer);
+  }
 
   /** Hands `f`'s remaining records to the producer inside this transaction. */
   write(producer: TransactionalProducer, f: Finished): WriteOutcome {
     if (!this.touched.has(f.control)) this.touched.set(f.control, f.message.offset);
     this.openedAt ??= Date.now();
+    if (this.partial !== f) this.inputs.push(f.message);
     this.partial = f;
     while (f.produced < f.records.length) {
       const record = f.records[f.produced] as OutputRecord;
@@ -76,7 +123,9 @@ export class TransactionWork {
           toBuffer(record.value),
           toBuffer(record.key),
           record.headers?.map(([k, v]) => ({ [k]: v })),
+          new DeliveryTag(this, f.message, record.topic),
         );
+        this.produced += 1;
       } catch (error) {
         if ((error as { code?: unknown }).code === Code.QUEUE_FULL) return QUEUE_FULL;
         return { kind: 'refused', record, error };
@@ -105,8 +154,12 @@ export interface WriterHost {
   abort(reason: string): void;
   /** Ends the consumer with an error. */
   fail(err: Error): void;
-  /** The open transaction holds `maxMessages` messages. */
+  /** The open transaction holds `maxMessages` messages (or a suspect input alone): commit it. */
   full(): void;
+  /** Whether `input` failed a transaction before: it goes into one of its own. */
+  suspect(input: KafkaMessage): boolean;
+  /** The producer refused a record of `f` at produce() (not QUEUE_FULL). */
+  refused(f: Finished, record: OutputRecord, error: unknown): void;
 }
 
 export class TransactionWriter {
@@ -115,8 +168,6 @@ export class TransactionWriter {
   /** Finished messages not yet in, per stream, by offset. */
   private readonly waiting = new Map<PartitionControl, Map<number, Finished>>();
   private retryTimer: NodeJS.Timeout | undefined;
-  /** The input whose record the producer refused last (a second refusal of it is permanent). */
-  private refusedInput: string | undefined;
 
   constructor(
     private readonly producer: TransactionalProducer,
@@ -172,6 +223,7 @@ export class TransactionWriter {
       }
       if (this.handOver(txn.partial) !== 'written') return;
     }
+    if (txn.solo) return; // committed at once, alone
     for (const [control, map] of this.waiting) {
       if (this.host.dead(control) || this.host.sealed(control)) {
         this.waiting.delete(control);
@@ -181,6 +233,14 @@ export class TransactionWriter {
         const next = control.ledger.committable();
         const f = next === undefined ? undefined : map.get(next);
         if (f === undefined) break;
+        if (this.host.suspect(f.message)) {
+          // It failed a transaction before: alone, so a failure again is its own.
+          if (this.txn.inputs.length === 0) {
+            this.txn.solo = true;
+            if (this.handOver(f) === 'written') this.host.full();
+          } else this.host.full();
+          return;
+        }
         if (this.handOver(f) !== 'written') return; // retried shortly (queue full) or aborting
       }
       if (map.size === 0) this.waiting.delete(control);
@@ -230,36 +290,10 @@ export class TransactionWriter {
         }, QUEUE_FULL_RETRY_MS);
         break;
       case 'refused':
-        this.refused(f, outcome.record, outcome.error);
+        this.host.refused(f, outcome.record, outcome.error);
         break;
     }
     return outcome.kind;
-  }
-
-  /** The producer refused one of `f`'s records: the transaction is aborted; refused again, the consumer stops. */
-  private refused(f: Finished, r: OutputRecord, err: unknown): void {
-    const code = (err as { code?: unknown }).code;
-    const input = inputName(f.message);
-    const why = String((err as Error).message ?? err);
-    if (this.refusedInput === input) {
-      // Refused again after the abort and the redo: it will be refused forever (too large,
-      // invalid), and redoing it would abort every transaction it shares. Stop, typed.
-      this.host.fail(
-        new TransactionError(
-          `The transactional producer refuses a record of input ${input} for ${r.topic} again after an abort and a redo (${why}): stopping; nothing of it or after it was committed`,
-          this.producer.transactionalId,
-          typeof code === 'number' ? code : undefined,
-          { cause: err },
-        ),
-      );
-      return;
-    }
-    this.refusedInput = input;
-    this.logger.warn(
-      { err, topic: r.topic, input },
-      'the transactional producer refused a record: aborting the transaction (its inputs are redone; a second refusal stops the consumer)',
-    );
-    this.host.abort(`produce refused: ${why}`);
   }
 }
 

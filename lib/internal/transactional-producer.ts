@@ -34,6 +34,9 @@ export type TransactionalProducerFactory = (
 export const defaultTransactionalProducerFactory: TransactionalProducerFactory = (globalConfig) =>
   new Kafka.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
 
+/** One record's delivery report: `error` undefined when the broker took it. */
+export type DeliveryListener = (error: KafkaClientError | undefined, opaque: unknown) => void;
+
 /** How a transactional call failed, in librdkafka's terms. */
 export type TxnErrorKind = 'fatal' | 'fenced' | 'abortable' | 'retriable';
 
@@ -80,6 +83,8 @@ const POLL_INTERVAL_MS = 50;
 
 export class TransactionalProducer {
   private readonly producer: RdKafkaTransactionalProducer;
+  /** Where each record's delivery report goes (with the opaque produce() was given). */
+  onDelivery: DeliveryListener = () => undefined;
 
   constructor(
     readonly transactionalId: string,
@@ -88,7 +93,8 @@ export class TransactionalProducer {
     factory: TransactionalProducerFactory = defaultTransactionalProducerFactory,
   ) {
     try {
-      this.producer = factory({ ...config });
+      // Delivery reports name the record the broker refused (the commit's error does not).
+      this.producer = factory({ ...config, dr_cb: true });
     } catch (err) {
       const e = translateLibrdkafkaConfigError(err);
       throw Object.assign(e, {
@@ -98,6 +104,12 @@ export class TransactionalProducer {
     }
     this.producer.on('event.error', (err) => {
       this.onError(toKafkaError(err, 'transactional producer error'));
+    });
+    this.producer.on('delivery-report', (err, report) => {
+      this.onDelivery(
+        err ? toKafkaError(err, 'delivery failed') : undefined,
+        (report as { opaque?: unknown } | undefined)?.opaque,
+      );
     });
   }
 
@@ -135,6 +147,7 @@ export class TransactionalProducer {
     value: Buffer | null,
     key: Buffer | null | undefined,
     headers: Record<string, Buffer | string>[] | undefined,
+    opaque?: unknown,
   ): void {
     this.producer.produce(
       topic,
@@ -142,7 +155,7 @@ export class TransactionalProducer {
       value,
       key ?? undefined,
       null,
-      undefined,
+      opaque,
       headers as never,
     );
   }

@@ -24,11 +24,17 @@
  * - An abortable failure, or a partition lost while its work is in the open transaction, aborts
  *   it: every partition that had work in it is poisoned (its later results are dropped, never let
  *   into a later transaction) and sought back to the first offset of that work, so it is redone.
+ * - A record refused by the broker (its delivery report) or by produce() makes its input a
+ *   suspect, redone in a transaction of its own; refused again for the same cause there, it is
+ *   poison and `onFailure` applies: `stop` (a TransactionError naming the input and the output
+ *   topic) or `skip` (it counts with no output, a `message-skipped` event says so). See
+ *   input-faults.ts.
  * - A fenced producer (another instance took the transactional.id) or any fatal error stops the
  *   consumer with a ProducerFencedError / TransactionError; the broker aborts what was open.
  */
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
+import type { ConsumerEvent } from '../types';
 import { NotAssignedError, ProducerFencedError, TransactionError } from '../errors';
 import type { OutputRecord, ResolvedTransactionalOptions } from '../transactional-options';
 import type {
@@ -44,8 +50,11 @@ import type { TransactionMetrics } from '../metrics';
 import type { PartitionControl } from './partition-control';
 import { OWNERSHIP_LOST_CODES } from './rdkafka';
 import type { TopicPartitionOffset } from './rdkafka';
-import { TransactionWriter } from './transaction-writer';
-import type { TransactionWork } from './transaction-writer';
+import { InputFaults } from './input-faults';
+import type { RecordFailure } from './input-faults';
+import { DeliveryTag, TransactionWriter, inputName } from './transaction-writer';
+import type { Finished, TransactionWork } from './transaction-writer';
+import { toKafkaError } from './rdkafka';
 import { TxnCallError } from './transactional-producer';
 import type { TransactionalProducer, TxnFailure } from './transactional-producer';
 
@@ -63,6 +72,8 @@ export interface TransactionsHost {
   fail(err: Error): void;
   changed(): void;
   observer(): EngineObserver;
+  /** Publishes an event on `events$` (an input skipped for its refused output). */
+  publish(event: ConsumerEvent): void;
 }
 
 /** Counters of the unit, for metrics() and Prometheus. */
@@ -124,7 +135,11 @@ export class Transactions implements OffsetCommits {
     records: 0,
     abortedMessages: 0,
     abortedRecords: 0,
+    refusedRecords: 0,
+    skippedInputs: 0,
   };
+  /** Inputs whose output records were refused (suspects and poison). */
+  private readonly faults = new InputFaults();
   private readonly duration = new Histogram(LATENCY_BUCKETS_SECONDS);
 
   private closing: Promise<void> | undefined;
@@ -145,7 +160,12 @@ export class Transactions implements OffsetCommits {
       abort: (reason) => this.abortInBackground(reason),
       fail: (err) => this.host.fail(err),
       full: () => this.commitInBackground(),
+      suspect: (m) => this.faults.size > 0 && this.faults.suspect(m),
+      refused: (f, record, err) => this.refused(f, record, err),
     });
+    producer.onDelivery = (error, opaque) => {
+      if (opaque instanceof DeliveryTag) opaque.work.delivered(opaque, error);
+    };
   }
 
   /** The work of the open transaction. */
@@ -195,7 +215,75 @@ export class Transactions implements OffsetCommits {
    * go into the open transaction once every message before it in its partition did.
    */
   settle(control: PartitionControl, message: KafkaMessage, records: readonly OutputRecord[]): void {
+    const skip = this.faults.size > 0 ? this.faults.takeSkip(message) : undefined;
+    if (skip !== undefined) {
+      this.counts.skippedInputs += 1;
+      this.logger.error(
+        { err: skip.error, input: inputName(message), outputTopic: skip.outputTopic },
+        'an output record of this input is refused again and again: the input is skipped (onFailure: skip), it counts with no output',
+      );
+      this.host.publish({
+        type: 'message-skipped',
+        topic: message.topic,
+        partition: message.partition,
+        offset: message.offset,
+        attempts: skip.failures,
+        error: skip.error,
+        at: Date.now(),
+      });
+      this.writer.settle(control, message, []);
+      return;
+    }
     this.writer.settle(control, message, records);
+  }
+
+  /**
+   * A record failed `attempt`'s transaction (`attributable`: nothing else could have caused it):
+   * false when the input is poison and the policy stops the consumer.
+   */
+  private inputFailed(f: RecordFailure, attributable: boolean): boolean {
+    this.counts.refusedRecords += 1;
+    const verdict = this.faults.fail(f, attributable);
+    const input = inputName(f.input);
+    const why = `${f.error.message} (code ${f.error.kafkaCode})`;
+    if (verdict.kind === 'suspect') {
+      this.logger.warn(
+        { err: f.error, input, outputTopic: f.outputTopic, attributable },
+        'an output record of this input was refused: its transaction is aborted, the input is redone in a transaction of its own',
+      );
+      return true;
+    }
+    if (this.options.process.onFailure === 'skip') {
+      this.faults.skip(f.input);
+      return true;
+    }
+    this.fatal(
+      new TransactionError(
+        `An output record of input ${input} for topic ${f.outputTopic} is refused again after an abort and a redo (${why}): stopping (onFailure: 'stop'); nothing of this input or after it in its partition was committed`,
+        this.transactionalId,
+        f.error.kafkaCode,
+        {
+          cause: f.error,
+          input: { topic: f.input.topic, partition: f.input.partition, offset: f.input.offset },
+          outputTopic: f.outputTopic,
+        },
+      ),
+      'poison output',
+    );
+    return false;
+  }
+
+  /** produce() refused one of `f`'s records (too large, invalid…): attributable to `f` alone. */
+  private refused(f: Finished, record: OutputRecord, err: unknown): void {
+    const failure = {
+      input: f.message,
+      outputTopic: record.topic,
+      error: toKafkaError(err, 'the transactional producer refused a record'),
+    };
+    if (!this.inputFailed(failure, true)) return;
+    this.abortInBackground(
+      `produce refused a record of ${inputName(f.message)}: ${failure.error.message}`,
+    );
   }
 
   private dead(control: PartitionControl): boolean {
@@ -217,7 +305,11 @@ export class Transactions implements OffsetCommits {
     const { openedAt, messages } = this.txn;
     const now = Date.now();
     if (openedAt !== undefined) {
-      if (messages >= this.options.maxMessages || now - openedAt >= this.options.maxMs) {
+      if (
+        this.txn.solo ||
+        messages >= this.options.maxMessages ||
+        now - openedAt >= this.options.maxMs
+      ) {
         this.commitInBackground();
       }
       return;
@@ -439,6 +531,7 @@ export class Transactions implements OffsetCommits {
     this.duration.observe(durationMs);
     this.lastCommitAt = Date.now();
     for (const { control, offset } of offsets) control.confirmCommitted(offset);
+    if (this.faults.size > 0) for (const input of txn.inputs) this.faults.clear(input);
     this.counts.committed += 1;
     this.counts.messages += txn.messages;
     this.counts.records += txn.records;
@@ -480,12 +573,20 @@ export class Transactions implements OffsetCommits {
       'transaction commit failed: aborting it (its records are never visible; its inputs are redone)',
     );
     this.state = { kind: 'open' }; // abort() takes it from here
-    await this.abort(txn, reason, deadline);
+    await this.abort(txn, reason, deadline, true);
     return failed(reason, txn, OWNERSHIP_LOST_CODES.has(failure.error.kafkaCode));
   }
 
-  /** Aborts `txn`: its streams are poisoned and sought back to the first offset of their work. */
-  private async abort(txn: TransactionWork, reason: string, deadline: number): Promise<void> {
+  /**
+   * Aborts `txn`: its streams are poisoned and sought back to the first offset of their work.
+   * `blame`: its commit failed, and records the broker refused are pinned on their inputs first.
+   */
+  private async abort(
+    txn: TransactionWork,
+    reason: string,
+    deadline: number,
+    blame = false,
+  ): Promise<void> {
     this.state = { kind: 'aborting' };
     for (const c of txn.touched.keys()) {
       this.poisoned.add(c);
@@ -504,6 +605,7 @@ export class Transactions implements OffsetCommits {
       { reason, messages: txn.messages, records: txn.records, partitions: txn.touched.size },
       'transaction aborted: its partitions go back to the first message of its work and redo it',
     );
+    if (blame && !(await this.blame(txn))) return;
     for (const [control, first] of txn.touched) {
       if (!this.host.owns(control) || !control.active) continue; // revoked: the next owner redoes it
       this.host
@@ -521,6 +623,22 @@ export class Transactions implements OffsetCommits {
         });
     }
     await this.beginNext();
+  }
+
+  /**
+   * After the abort of a transaction whose commit failed, every record is delivered or purged: the
+   * refused ones name their inputs, which become suspects (redone alone) or poison, before the
+   * redo starts. False when a poison input stopped the consumer.
+   */
+  private async blame(txn: TransactionWork): Promise<boolean> {
+    await txn.reportsIn(Date.now() + Math.min(this.settings.commitTimeoutMs, 5000));
+    const blamed = new Map<string, RecordFailure>();
+    for (const f of txn.failures) blamed.set(inputName(f.input), f);
+    const alone = new Set(txn.inputs.map(inputName)).size === 1;
+    for (const f of blamed.values()) {
+      if (!this.inputFailed(f, alone)) return false;
+    }
+    return true;
   }
 
   private async beginNext(): Promise<void> {
@@ -561,20 +679,22 @@ export class Transactions implements OffsetCommits {
     const failure = err instanceof TxnCallError ? err.failure : undefined;
     const message = `${what}: ${err instanceof Error ? err.message : String(err)}`;
     const error =
-      failure?.kind === 'fenced'
-        ? new ProducerFencedError(
-            `${message} (transactional.id ${this.transactionalId} was taken over by another producer, or its epoch was bumped): stopping; the broker aborts the open transaction and the next owners redo its work`,
-            this.transactionalId,
-            failure.error.kafkaCode,
-            { cause: err },
-          )
-        : err instanceof Error &&
-            'code' in err &&
-            (err as { code: unknown }).code === 'ERR_RKC_CONNECT'
-          ? err
-          : new TransactionError(message, this.transactionalId, failure?.error.kafkaCode, {
-              cause: err,
-            });
+      err instanceof TransactionError
+        ? err
+        : failure?.kind === 'fenced'
+          ? new ProducerFencedError(
+              `${message} (transactional.id ${this.transactionalId} was taken over by another producer, or its epoch was bumped): stopping; the broker aborts the open transaction and the next owners redo its work`,
+              this.transactionalId,
+              failure.error.kafkaCode,
+              { cause: err },
+            )
+          : err instanceof Error &&
+              'code' in err &&
+              (err as { code: unknown }).code === 'ERR_RKC_CONNECT'
+            ? err
+            : new TransactionError(message, this.transactionalId, failure?.error.kafkaCode, {
+                cause: err,
+              });
     if (this.state.kind !== 'failed') {
       this.state = { kind: 'failed', error };
       this.logger.error(

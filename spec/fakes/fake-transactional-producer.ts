@@ -15,6 +15,10 @@ import { EventEmitter } from 'node:events';
 import type { TopicPartitionOffset } from 'node-rdkafka';
 
 export interface TxnRecord {
+  /** produce()'s opaque, handed back in the record's delivery report. */
+  opaque?: unknown;
+  /** Whether its delivery report was emitted. */
+  reported?: boolean;
   topic: string;
   partition: number | null;
   value: Buffer | null;
@@ -48,7 +52,15 @@ export interface FakeTxnOptions {
   plan?: (op: TxnOp, n: number) => TxnFailurePlan | undefined;
   /** Makes produce() of `record` throw QUEUE_FULL (n: the how-manieth produce() call, from 1). */
   queueFull?: (n: number, record: TxnRecord) => boolean;
+  /**
+   * The broker's refusal of a record produce() took (too large for the topic, a null key on a
+   * compacted topic): its librdkafka error code, or undefined. A refused record fails its delivery
+   * report and makes the commit of its transaction fail (abortable, with that code).
+   */
+  brokerRefuses?: (record: TxnRecord, txn: readonly TxnRecord[]) => number | undefined;
 }
+
+const ERR_PURGE_QUEUE = -152;
 
 /** The broker's view of one transaction. */
 export interface FakeTxn {
@@ -188,7 +200,7 @@ export class FakeTransactionalProducer extends EventEmitter {
     value: Buffer | null,
     key: Buffer | string | undefined,
     _timestamp: number | null,
-    _opaque: unknown,
+    opaque: unknown,
     headers: Record<string, string | Buffer>[] | undefined,
   ): boolean {
     if (!this.connected) throw new Error('Producer not connected');
@@ -200,7 +212,7 @@ export class FakeTransactionalProducer extends EventEmitter {
         code: ERR_STATE,
       });
     }
-    const record = { topic, partition, value, key, headers };
+    const record: TxnRecord = { topic, partition, value, key, headers, opaque };
     if (this.options.queueFull?.(this.count('produce'), record) === true) {
       throw Object.assign(new Error('Local: Queue full'), { code: -184 });
     }
@@ -237,6 +249,26 @@ export class FakeTransactionalProducer extends EventEmitter {
       txn.outcome = 'committed';
       this.emit('committed', txn);
     };
+    const refusal = txn.records
+      .map((r) => this.options.brokerRefuses?.(r, txn.records))
+      .find((c) => c !== undefined);
+    if (refusal !== undefined && this.resumable === undefined) {
+      // The flush inside commitTransaction meets the refused record: delivery reports go out (after
+      // the answer, as node-rdkafka's dispatcher emits them on a later tick), the commit fails.
+      this.calls.push('commit');
+      setImmediate(() => {
+        cb(
+          Object.assign(new Error(`commit failed: a record was refused (${refusal})`), {
+            code: refusal,
+            isFatal: false,
+            isRetriable: false,
+            isTxnRequiresAbort: true,
+          }),
+        );
+        setImmediate(() => this.report(txn, (r) => this.options.brokerRefuses?.(r, txn.records)));
+      });
+      return;
+    }
     const go = (): void =>
       this.answer(
         'commit',
@@ -245,6 +277,7 @@ export class FakeTransactionalProducer extends EventEmitter {
           commit();
           this.current = undefined;
           this.resumable = undefined;
+          this.report(txn, () => undefined);
         },
         timeout,
         (failure) => {
@@ -264,9 +297,26 @@ export class FakeTransactionalProducer extends EventEmitter {
       () => {
         if (txn) txn.outcome = 'aborted';
         this.current = undefined;
+        if (txn) setImmediate(() => this.report(txn, () => ERR_PURGE_QUEUE));
       },
       timeout,
     );
+  }
+
+  /** Emits the delivery reports (with `dr_cb` set) of `txn`'s records not reported yet. */
+  private report(txn: FakeTxn, code: (r: TxnRecord) => number | undefined): void {
+    if (this.config.dr_cb !== true) return;
+    for (const r of txn.records) {
+      if (r.reported === true) continue;
+      r.reported = true;
+      const c = code(r);
+      const report = { topic: r.topic, partition: r.partition ?? 0, opaque: r.opaque };
+      if (c === undefined) this.emit('delivery-report', null, report);
+      else {
+        const err = Object.assign(new Error(`Broker: refused (${c})`), { code: c });
+        this.emit('delivery-report', err, report);
+      }
+    }
   }
 
   /** The consumer whose committed offsets a commit moves (set by the spec helper). */

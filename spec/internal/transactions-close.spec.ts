@@ -43,6 +43,7 @@ async function unitWith(producer: {
       fail: () => undefined,
       changed: () => undefined,
       observer: () => NO_OBSERVER,
+      publish: () => undefined,
     },
   );
   await unit.start();

@@ -1,0 +1,179 @@
+import assert from 'node:assert/strict';
+import { ConfigError } from '../lib';
+import type { ReactiveConsumerOptions, TransactionalOptions } from '../lib';
+import { resolveSettings } from '../lib/config';
+import { resolveTransactionalOptions } from '../lib/transactional-options';
+
+const KEY = 'producerConfig.transaction.timeout.ms';
+const RANDOM_ID = /^g-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Consumer settings as the ReactiveConsumer resolves them, with `options` on top. */
+const settingsWith = (options: Partial<ReactiveConsumerOptions> = {}) =>
+  resolveSettings({
+    topics: ['orders'],
+    ...options,
+    config: { 'bootstrap.servers': 'fake:9092', 'group.id': 'g', ...(options.config ?? {}) },
+  });
+
+const resolve = (
+  options: TransactionalOptions<unknown, unknown>,
+  consumer: Partial<ReactiveConsumerOptions> = {},
+  env: NodeJS.ProcessEnv = {},
+) => resolveTransactionalOptions(options, settingsWith(consumer), env);
+
+const timeoutOf = (
+  options: TransactionalOptions<unknown, unknown>,
+  consumer: Partial<ReactiveConsumerOptions> = {},
+): number => {
+  const resolved = resolve(options, consumer);
+  assert.equal(resolved.producerConfig['transaction.timeout.ms'], resolved.transactionTimeoutMs);
+  return resolved.transactionTimeoutMs;
+};
+
+/** Asserts a ConfigError on `transaction.timeout.ms` whose message matches every pattern. */
+const refusesTimeout = (
+  value: unknown,
+  consumer: Partial<ReactiveConsumerOptions> = {},
+  ...patterns: RegExp[]
+) =>
+  assert.throws(
+    () => resolve({ producerConfig: { 'transaction.timeout.ms': value } }, consumer),
+    (e: unknown) =>
+      e instanceof ConfigError && e.key === KEY && patterns.every((p) => p.test(e.message)),
+    `refuses ${JSON.stringify(value)}`,
+  );
+
+describe('resolveTransactionalOptions', () => {
+  describe('transaction.timeout.ms', () => {
+    it('is derived when unset: maxMs + max(drainTimeoutMs, 2 × commitTimeoutMs) + commitTimeoutMs, plus 1 s, up to a whole second', () => {
+      // Defaults: maxMs 100, drainTimeoutMs 180000 (60% of max.poll.interval.ms), commitTimeoutMs
+      // 10000: 190100 → 192000.
+      assert.equal(timeoutOf({}), 192_000);
+      // The drain deadline is the longer: 500 + 10000 + 2000 = 12500 → 14000.
+      assert.equal(
+        timeoutOf({ maxMs: 500 }, { drainTimeoutMs: 10_000, commitTimeoutMs: 2000 }),
+        14_000,
+      );
+      // Two commit timeouts are the longer: 250 + 12000 + 6000 = 18250 → 20000.
+      assert.equal(
+        timeoutOf({ maxMs: 250 }, { drainTimeoutMs: 8000, commitTimeoutMs: 6000 }),
+        20_000,
+      );
+      // A window of whole seconds still gets its margin: 1000 + 12000 + 3000 = 16000 → 17000.
+      assert.equal(
+        timeoutOf({ maxMs: 1000 }, { drainTimeoutMs: 12_000, commitTimeoutMs: 3000 }),
+        17_000,
+      );
+    });
+
+    it('refuses a value at or below the longest window a transaction may still be committed in, and takes one 1 ms above it', () => {
+      // Defaults: 100 + 180000 + 10000 = 190100.
+      for (const value of [190_100, 60_000, 1000]) {
+        refusesTimeout(
+          value,
+          {},
+          /above 190100/,
+          /`maxMs` 100/,
+          /`drainTimeoutMs` 180000/,
+          /`commitTimeoutMs` 20000/,
+          /`commitTimeoutMs` 10000/,
+          /got /,
+          /derived \(192000/,
+        );
+      }
+      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': 190_101 } }), 190_101);
+      const short = { drainTimeoutMs: 12_000, commitTimeoutMs: 4000 };
+      refusesTimeout(16_100, short, /above 16100/);
+      assert.equal(
+        timeoutOf({ producerConfig: { 'transaction.timeout.ms': 16_101 } }, short),
+        16_101,
+      );
+      // maxMs counts: 5000 + 12000 + 4000 = 21000.
+      assert.throws(
+        () => resolve({ maxMs: 5000, producerConfig: { 'transaction.timeout.ms': 20_000 } }, short),
+        (e: unknown) => e instanceof ConfigError && e.key === KEY && /above 21000/.test(e.message),
+      );
+      assert.doesNotThrow(() =>
+        resolve({ maxMs: 3000, producerConfig: { 'transaction.timeout.ms': 20_000 } }, short),
+      );
+    });
+
+    it('takes a string of digits (librdkafka takes strings) and refuses anything that is not an integer', () => {
+      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': '190101' } }), 190_101);
+      refusesTimeout('190100', {}, /above 190100/);
+      for (const value of [
+        '200000.5',
+        '2e5',
+        ' 200000',
+        '200s',
+        '',
+        200_000.5,
+        Number.NaN,
+        true,
+        null,
+        2 ** 31,
+      ]) {
+        refusesTimeout(value, {}, /integer number of ms/);
+      }
+    });
+  });
+
+  describe('identity', () => {
+    const k8s = (hostname: string): NodeJS.ProcessEnv => ({
+      KUBERNETES_SERVICE_HOST: '10.96.0.1',
+      HOSTNAME: hostname,
+    });
+
+    it('uses a StatefulSet pod name in Kubernetes when neither instanceId nor group.instance.id is set', () => {
+      for (const pod of ['enricher-0', 'enricher-12', 'orders-etl-3']) {
+        const r = resolve({}, {}, k8s(pod));
+        assert.equal(r.transactionalId, `g-${pod}`);
+        assert.equal(r.producerConfig['transactional.id'], `g-${pod}`);
+        assert.equal(r.identity, 'statefulset');
+      }
+      assert.equal(
+        resolve({ transactionalIdPrefix: 'etl' }, {}, k8s('enricher-1')).transactionalId,
+        'etl-enricher-1',
+      );
+    });
+
+    it('uses a random id for a Deployment pod name, outside Kubernetes, and for a host name that is no pod name', () => {
+      for (const env of [
+        k8s('app-7d9f8b6c4-x2k9z'),
+        k8s('enricher'),
+        k8s('Enricher-1'),
+        k8s('enricher-1.example'),
+        { HOSTNAME: 'enricher-1' },
+        { KUBERNETES_SERVICE_HOST: '', HOSTNAME: 'enricher-1' },
+        { KUBERNETES_SERVICE_HOST: '10.96.0.1' },
+      ]) {
+        const r = resolve({}, {}, env);
+        assert.match(r.transactionalId, RANDOM_ID, JSON.stringify(env));
+        assert.equal(r.identity, 'random');
+      }
+    });
+
+    it('prefers instanceId, then group.instance.id, over the pod name; a given transactional id over all', () => {
+      const env = k8s('enricher-1');
+      const explicit = resolve(
+        { instanceId: 'pod-x' },
+        { config: { 'group.instance.id': 'w-7' } as never },
+        env,
+      );
+      assert.equal(explicit.transactionalId, 'g-pod-x');
+      assert.equal(explicit.identity, 'explicit');
+      const member = resolve({}, { config: { 'group.instance.id': 'w-7' } as never }, env);
+      assert.equal(member.transactionalId, 'g-w-7');
+      assert.equal(member.identity, 'group.instance.id');
+      for (const options of [
+        { transactionalId: 'tx-1' },
+        { producerConfig: { 'transactional.id': 'tx-1' } },
+        { transactionalId: 'tx-1', instanceId: 'pod-x' },
+      ]) {
+        const r = resolve(options, {}, env);
+        assert.equal(r.transactionalId, 'tx-1');
+        assert.equal(r.identity, 'explicit');
+      }
+    });
+  });
+});
