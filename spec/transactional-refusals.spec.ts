@@ -1,7 +1,7 @@
 /**
- * processTransactional(): records the handler got wrong and records the producer refuses for good
- * end the pipeline with a typed error — never an endless abort-and-redo loop (found by an
- * adversarial review: both used to abort, rewind and redo the same input forever).
+ * processTransactional(): records the handler got wrong and records the producer or the broker
+ * refuses for good end the pipeline with a typed error or are skipped (`onFailure`) — never an
+ * endless abort-and-redo loop; a record refused for a transient cause is redone, never skipped.
  */
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
@@ -188,5 +188,28 @@ describe('processTransactional(): records that cannot be written', () => {
     assert.equal(error(), undefined);
     assert.deepEqual(values(s.producer().committed), ['0:0', '0:1', '0:3', '0:4']);
     assert.equal(s.consumer.metrics().transactions?.skippedInputs, 1);
+  });
+
+  it("onFailure 'skip': a record whose delivery timed out (a transient cause) is redone until written, never skipped", async () => {
+    let timeouts = 0;
+    const s = setup({
+      brokerRefuses: (r) => {
+        if (String(r.value) !== POISON || timeouts >= 4) return undefined;
+        timeouts += 1;
+        return -192; // Local: Message timed out
+      },
+    });
+    const error = run(s, one, 'skip');
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 6, 'committed to the end', 5000);
+    assert.equal(error(), undefined);
+    assert.equal(timeouts, 4, 'the record timed out four times');
+    assert.deepEqual(
+      values(s.producer().committed).sort(),
+      [0, 1, 2, 3, 4, 5].map((o) => `0:${o}`),
+    );
+    assert.equal(s.consumer.metrics().transactions?.skippedInputs, 0);
   });
 });

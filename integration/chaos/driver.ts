@@ -474,7 +474,7 @@ function settleExit(run: WorkerRun): void {
 }
 
 /**
- * Issue 19: kill the group's coordinator while a revoke is in flight. Asks the cluster which node
+ * Kills the group's coordinator while a revoke is in flight. Asks the cluster which node
  * coordinates the group (FindCoordinator), starts a worker (`join`) so that the group rebalances,
  * waits until some member logs `revoking`, looks the coordinator up in the metadata at that moment
  * and kills it; waits for the metadata to name a new one; restarts the node `downMs` after the kill.

@@ -9,8 +9,11 @@
  *   inputs it may also hit innocent records (a whole batch is refused), so a failure there only
  *   makes the input a *suspect*: its redo goes into a transaction of its own.
  * - A failure attributable to the input alone (it was alone in its transaction, or produce()
- *   refused its record locally) with the cause of its previous failure makes it *poison*; so does
- *   the {@link MAX_ATTRIBUTED_FAILURES}th attributable failure, whatever the causes. Then the
+ *   refused its record locally), for a cause that lies in the record itself
+ *   ({@link RECORD_FAULT_CODES}), with the cause of its previous failure makes it *poison*; so
+ *   does the {@link MAX_ATTRIBUTED_FAILURES}th such failure, whatever the causes. A transient
+ *   cause (a delivery timeout, a broker down, too few in-sync replicas) never does: `skip` would
+ *   drop output a later attempt writes. Then the
  *   failure policy applies: `stop` (a TransactionError naming it) or `skip` (its redo counts with
  *   no output).
  * - A suspect whose transaction commits is cleared. At most {@link MAX_TRACKED} inputs are
@@ -46,6 +49,25 @@ interface Fault {
 }
 
 export const MAX_ATTRIBUTED_FAILURES = 3;
+
+/**
+ * librdkafka and broker codes that say what is wrong with the record (or with writing it to its
+ * topic), so the same record fails the same way when redone.
+ */
+export const RECORD_FAULT_CODES: ReadonlySet<number> = new Set([
+  2, // CORRUPT_MESSAGE
+  3, // UNKNOWN_TOPIC_OR_PARTITION (past metadata propagation)
+  10, // MESSAGE_TOO_LARGE
+  17, // INVALID_TOPIC_EXCEPTION
+  18, // RECORD_LIST_TOO_LARGE
+  29, // TOPIC_AUTHORIZATION_FAILED
+  32, // INVALID_TIMESTAMP
+  87, // INVALID_RECORD (a null key on a compacted topic…)
+  -154, // local: invalid type
+  -186, // local: invalid argument
+  -188, // local: unknown topic
+  -190, // local: unknown partition
+]);
 export const MAX_TRACKED = 1000;
 
 export const inputKey = (i: InputCoordinates): string => `${i.topic}[${i.partition}]@${i.offset}`;
@@ -61,7 +83,7 @@ export class InputFaults {
     if (seen === undefined) {
       this.faults.set(key, {
         cause,
-        attributed: attributable ? 1 : 0,
+        attributed: attributable && RECORD_FAULT_CODES.has(cause) ? 1 : 0,
         failures: 1,
         skip: false,
         last: f,
@@ -75,7 +97,7 @@ export class InputFaults {
     seen.failures += 1;
     seen.cause = cause;
     seen.last = f;
-    if (!attributable) return { kind: 'suspect' };
+    if (!attributable || !RECORD_FAULT_CODES.has(cause)) return { kind: 'suspect' };
     seen.attributed += 1;
     return again || seen.attributed >= MAX_ATTRIBUTED_FAILURES
       ? { kind: 'poison', failures: seen.failures }
