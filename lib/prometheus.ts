@@ -9,7 +9,7 @@ import { ConfigError } from './errors';
 import { LATENCY_BUCKETS_SECONDS, REBALANCE_BUCKETS_SECONDS } from './internal/histogram';
 import { observabilityOf } from './internal/observability';
 import type { ConsumerObservability, Observation } from './internal/observability';
-import type { ConsumerMetrics, PartitionMetrics } from './metrics';
+import type { ConsumerMetrics, PartitionMetrics, TransactionMetrics } from './metrics';
 import type { ReactiveConsumer } from './reactive-consumer';
 
 /**
@@ -263,58 +263,56 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
       add({ group: obs.group, result: 'failed' }, c.failed);
     },
   );
-  counter(
+  /** A counter of `processTransactional()`'s transactions: `pick` gives its value per label set. */
+  const transactionCounter = (
+    n: string,
+    help: string,
+    labelNames: string[],
+    pick: (t: TransactionMetrics) => readonly [Labels, number][],
+  ): CounterT =>
+    counter(n, help, ['group', ...labelNames], (add, obs) => {
+      const t = snapshot(obs).transactions;
+      if (t === undefined) return;
+      for (const [labels, value] of pick(t)) add({ group: obs.group, ...labels }, value);
+    });
+  transactionCounter(
     'transactions_total',
     'processTransactional() transactions by result (committed: confirmed by the broker; aborted).',
-    ['group', 'result'],
-    (add, obs) => {
-      const t = snapshot(obs).transactions;
-      if (t === undefined) return;
-      add({ group: obs.group, result: 'committed' }, t.committed);
-      add({ group: obs.group, result: 'aborted' }, t.aborted);
-    },
+    ['result'],
+    (t) => [
+      [{ result: 'committed' }, t.committed],
+      [{ result: 'aborted' }, t.aborted],
+    ],
   );
-  counter(
+  transactionCounter(
     'transaction_messages_total',
     'Input messages in committed and in aborted transactions (processTransactional()).',
-    ['group', 'result'],
-    (add, obs) => {
-      const t = snapshot(obs).transactions;
-      if (t === undefined) return;
-      add({ group: obs.group, result: 'committed' }, t.messages);
-      add({ group: obs.group, result: 'aborted' }, t.abortedMessages);
-    },
+    ['result'],
+    (t) => [
+      [{ result: 'committed' }, t.messages],
+      [{ result: 'aborted' }, t.abortedMessages],
+    ],
   );
-  counter(
+  transactionCounter(
     'transaction_records_total',
     'Output records in committed and in aborted transactions (processTransactional()).',
-    ['group', 'result'],
-    (add, obs) => {
-      const t = snapshot(obs).transactions;
-      if (t === undefined) return;
-      add({ group: obs.group, result: 'committed' }, t.records);
-      add({ group: obs.group, result: 'aborted' }, t.abortedRecords);
-    },
+    ['result'],
+    (t) => [
+      [{ result: 'committed' }, t.records],
+      [{ result: 'aborted' }, t.abortedRecords],
+    ],
   );
-  counter(
+  transactionCounter(
     'transaction_refused_records_total',
     'Output records the producer or the broker refused, each aborting its transaction (processTransactional()).',
-    ['group'],
-    (add, obs) => {
-      const t = snapshot(obs).transactions;
-      if (t === undefined) return;
-      add({ group: obs.group }, t.refusedRecords);
-    },
+    [],
+    (t) => [[{}, t.refusedRecords]],
   );
-  counter(
+  transactionCounter(
     'transaction_skipped_inputs_total',
     "Inputs skipped (onFailure: 'skip') because an output record of theirs kept being refused (processTransactional()).",
-    ['group'],
-    (add, obs) => {
-      const t = snapshot(obs).transactions;
-      if (t === undefined) return;
-      add({ group: obs.group }, t.skippedInputs);
-    },
+    [],
+    (t) => [[{}, t.skippedInputs]],
   );
   counter(
     'rebalances_total',

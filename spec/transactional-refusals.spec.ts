@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
-import { HandlerError, TransactionError } from '../lib';
+import { Registry } from 'prom-client';
+import { HandlerError, TransactionError, registerPrometheusMetrics } from '../lib';
 import type { KafkaMessage, OutputRecord, TransactionalHandler } from '../lib';
 import { fakeTransactionalProducerFactory } from './fakes/fake-transactional-producer';
 import type {
@@ -142,6 +143,8 @@ describe('processTransactional(): records that cannot be written', () => {
 
   it("onFailure 'skip': the refused input counts with no output and an event says so; every other input exactly once, innocent batch-mates included", async () => {
     const s = setup({ brokerRefuses: refusesPoisonBatch });
+    const registry = new Registry();
+    registerPrometheusMetrics(s.consumer, { registry });
     const events: unknown[] = [];
     subs.push(s.consumer.events$.subscribe((e) => events.push(e)));
     const error = run(s, one, 'skip');
@@ -171,6 +174,29 @@ describe('processTransactional(): records that cannot be written', () => {
     assert.equal(skipped[0]?.offset, 2);
     assert.equal(skipped[0]?.error.kafkaCode, 10);
     assert.equal(s.consumer.metrics().transactions?.skippedInputs, 1);
+    const t = s.consumer.metrics().transactions!;
+    const text = await registry.metrics();
+    const value = (line: string): number =>
+      Number(
+        text
+          .split('\n')
+          .find((l) => l.startsWith(`${line} `))
+          ?.split(' ')[1],
+      );
+    assert.equal(value('kafka_consumer_transaction_skipped_inputs_total{group="g"}'), 1);
+    assert.equal(
+      value('kafka_consumer_transaction_refused_records_total{group="g"}'),
+      t.refusedRecords,
+    );
+    assert.equal(value('kafka_consumer_transactions_total{group="g",result="aborted"}'), t.aborted);
+    assert.equal(
+      value('kafka_consumer_transactions_total{group="g",result="committed"}'),
+      t.committed,
+    );
+    assert.equal(
+      value('kafka_consumer_transaction_records_total{group="g",result="committed"}'),
+      11,
+    );
   });
 
   it("onFailure 'skip' with a record produce() refuses: the input counts with no output, the others exactly once", async () => {
