@@ -123,19 +123,20 @@ const STATEFULSET_POD = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?-\d+$/;
 const MAX_TRANSACTION_TIMEOUT_MS = 2_147_483_647;
 
 /**
- * The longest time from a transaction's first record within which the library may still commit
- * or abort it, in ms: it stays open up to `maxMs`; its commit goes on up to 2 × `commitTimeoutMs`
- * (a periodic commit) or up to the drain deadline (`drainTimeoutMs`, a revoke's final commit) —
- * a partly written message taking half of that; an abort after a failed commit takes up to
- * `commitTimeoutMs`. `transaction.timeout.ms` must be above it, or the broker aborts transactions
- * the library still commits.
+ * The longest a periodic commit of a transaction takes from its first record, in ms: it stays open
+ * up to `maxMs`; its commit goes on up to 2 × `commitTimeoutMs` (a partly written message taking
+ * half of that); an abort after a failed commit takes up to `commitTimeoutMs`.
+ * `transaction.timeout.ms` must be above it. Every commit call of a transaction — a revoke's final
+ * commit included, whatever its drain deadline — ends before the transaction's own deadline
+ * (`transaction.timeout.ms` after its first record), so the broker never aborts a transaction the
+ * library still commits; a revoke whose commit cannot finish by then aborts it, and the next owner
+ * redoes its inputs.
  */
 export function transactionWindowMs(
   maxMs: number,
-  settings: Pick<ConsumerSettings, 'drainTimeoutMs' | 'commitTimeoutMs'>,
+  settings: Pick<ConsumerSettings, 'commitTimeoutMs'>,
 ): number {
-  const { drainTimeoutMs, commitTimeoutMs } = settings;
-  return maxMs + Math.max(drainTimeoutMs, 2 * commitTimeoutMs) + commitTimeoutMs;
+  return maxMs + 3 * settings.commitTimeoutMs;
 }
 
 /** `transaction.timeout.ms` when the user sets none: the window + 1 s, up to a whole second. */
@@ -208,9 +209,9 @@ function transactionTimeout(raw: unknown, maxMs: number, settings: ConsumerSetti
     );
   }
   if (value <= windowMs) {
-    const { drainTimeoutMs: drain, commitTimeoutMs: commit } = settings;
+    const commit = settings.commitTimeoutMs;
     throw new ConfigError(
-      `Expected \`${key}\` to be above ${windowMs} (\`maxMs\` ${maxMs} + the longer of \`drainTimeoutMs\` ${drain} and 2 × \`commitTimeoutMs\` ${2 * commit} + \`commitTimeoutMs\` ${commit}: the longest the library may still commit or abort a transaction in), got ${value}: the broker would abort transactions the library still commits. Raise it, lower \`drainTimeoutMs\`, \`commitTimeoutMs\` or \`maxMs\`, or leave it unset to have it derived (${derived} with these settings)`,
+      `Expected \`${key}\` to be above ${windowMs} (\`maxMs\` ${maxMs} + 2 × \`commitTimeoutMs\` ${2 * commit} for the commit + \`commitTimeoutMs\` ${commit} for an abort: the longest a periodic commit of a transaction may take), got ${value}: the broker would abort transactions before the library could commit them. Raise it, lower \`commitTimeoutMs\` or \`maxMs\`, or leave it unset to have it derived (${derived} with these settings)`,
       key,
     );
   }

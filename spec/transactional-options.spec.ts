@@ -45,62 +45,52 @@ const refusesTimeout = (
 
 describe('resolveTransactionalOptions', () => {
   describe('transaction.timeout.ms', () => {
-    it('is derived when unset: maxMs + max(drainTimeoutMs, 2 × commitTimeoutMs) + commitTimeoutMs, plus 1 s, up to a whole second', () => {
-      // Defaults: maxMs 100, drainTimeoutMs 180000 (60% of max.poll.interval.ms), commitTimeoutMs
-      // 10000: 190100 → 192000.
-      assert.equal(timeoutOf({}), 192_000);
-      // The drain deadline is the longer: 500 + 10000 + 2000 = 12500 → 14000.
-      assert.equal(
-        timeoutOf({ maxMs: 500 }, { drainTimeoutMs: 10_000, commitTimeoutMs: 2000 }),
-        14_000,
-      );
-      // Two commit timeouts are the longer: 250 + 12000 + 6000 = 18250 → 20000.
-      assert.equal(
-        timeoutOf({ maxMs: 250 }, { drainTimeoutMs: 8000, commitTimeoutMs: 6000 }),
-        20_000,
-      );
-      // A window of whole seconds still gets its margin: 1000 + 12000 + 3000 = 16000 → 17000.
-      assert.equal(
-        timeoutOf({ maxMs: 1000 }, { drainTimeoutMs: 12_000, commitTimeoutMs: 3000 }),
-        17_000,
-      );
+    it('is derived when unset: maxMs + 3 × commitTimeoutMs, plus 1 s, up to a whole second — below librdkafka’s 60 s with the defaults, whatever the drain deadline', () => {
+      // Defaults: maxMs 100, commitTimeoutMs 10000: 30100 → 32000 (drainTimeoutMs 180000 plays
+      // no part: a revoke's commit ends by the transaction's own deadline).
+      assert.equal(timeoutOf({}), 32_000);
+      assert.equal(timeoutOf({}, { drainTimeoutMs: 10_000 }), 32_000);
+      // 500 + 6000 = 6500 → 8000.
+      assert.equal(timeoutOf({ maxMs: 500 }, { commitTimeoutMs: 2000 }), 8000);
+      // A window of whole seconds still gets its margin: 1000 + 9000 = 10000 → 11000.
+      assert.equal(timeoutOf({ maxMs: 1000 }, { commitTimeoutMs: 3000 }), 11_000);
     });
 
-    it('refuses a value at or below the longest window a transaction may still be committed in, and takes one 1 ms above it', () => {
-      // Defaults: 100 + 180000 + 10000 = 190100.
-      for (const value of [190_100, 60_000, 1000]) {
+    it('refuses a value at or below the longest a periodic commit may take, and takes one 1 ms above it — librdkafka’s 60000 with the defaults included', () => {
+      // Defaults: 100 + 3 × 10000 = 30100.
+      for (const value of [30_100, 20_000, 1000]) {
         refusesTimeout(
           value,
           {},
-          /above 190100/,
+          /above 30100/,
           /`maxMs` 100/,
-          /`drainTimeoutMs` 180000/,
-          /`commitTimeoutMs` 20000/,
+          /2 × `commitTimeoutMs` 20000/,
           /`commitTimeoutMs` 10000/,
           /got /,
-          /derived \(192000/,
+          /derived \(32000/,
         );
       }
-      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': 190_101 } }), 190_101);
+      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': 30_101 } }), 30_101);
+      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': 60_000 } }), 60_000);
       const short = { drainTimeoutMs: 12_000, commitTimeoutMs: 4000 };
-      refusesTimeout(16_100, short, /above 16100/);
+      refusesTimeout(12_100, short, /above 12100/);
       assert.equal(
-        timeoutOf({ producerConfig: { 'transaction.timeout.ms': 16_101 } }, short),
-        16_101,
+        timeoutOf({ producerConfig: { 'transaction.timeout.ms': 12_101 } }, short),
+        12_101,
       );
-      // maxMs counts: 5000 + 12000 + 4000 = 21000.
+      // maxMs counts: 5000 + 12000 = 17000.
       assert.throws(
-        () => resolve({ maxMs: 5000, producerConfig: { 'transaction.timeout.ms': 20_000 } }, short),
-        (e: unknown) => e instanceof ConfigError && e.key === KEY && /above 21000/.test(e.message),
+        () => resolve({ maxMs: 5000, producerConfig: { 'transaction.timeout.ms': 17_000 } }, short),
+        (e: unknown) => e instanceof ConfigError && e.key === KEY && /above 17000/.test(e.message),
       );
       assert.doesNotThrow(() =>
-        resolve({ maxMs: 3000, producerConfig: { 'transaction.timeout.ms': 20_000 } }, short),
+        resolve({ maxMs: 3000, producerConfig: { 'transaction.timeout.ms': 17_000 } }, short),
       );
     });
 
     it('takes a string of digits (librdkafka takes strings) and refuses anything that is not an integer', () => {
-      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': '190101' } }), 190_101);
-      refusesTimeout('190100', {}, /above 190100/);
+      assert.equal(timeoutOf({ producerConfig: { 'transaction.timeout.ms': '30101' } }), 30_101);
+      refusesTimeout('30100', {}, /above 30100/);
       for (const value of [
         '200000.5',
         '2e5',

@@ -17,23 +17,11 @@ import type {
   TransactionalHandler,
   TransactionalOptions,
 } from '../lib';
-import type { FakeOptions } from './fakes/fake-consumer';
-import { fakeTransactionalProducerFactory } from './fakes/fake-transactional-producer';
-import type { FakeTxnOptions, TxnRecord } from './fakes/fake-transactional-producer';
+import type { TxnRecord } from './fakes/fake-transactional-producer';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
+import { transactionalHarness } from './helpers/transactional';
 
-/** A consumer on the fakes whose processTransactional() writes through the fake producer. */
-function setup(
-  txn: FakeTxnOptions = {},
-  options: Partial<ReactiveConsumerOptions> = {},
-  fakeOptions: FakeOptions = {},
-) {
-  const box: { fake?: () => { commits: Map<string, number> } } = {};
-  const p = fakeTransactionalProducerFactory(() => box.fake!(), txn);
-  const h = harness(options, fakeOptions, { transactionalProducerFactory: p.factory as never });
-  box.fake = h.fake;
-  return { ...h, producer: p.producer };
-}
+const setup = transactionalHarness;
 
 type Setup = ReturnType<typeof setup>;
 

@@ -29,10 +29,9 @@ const consumer = new ReactiveConsumer({
   topicConfig: { 'auto.offset.reset': 'earliest' },
   topics: [env('EOS_TOPIC')],
   logger,
-  // Short enough for the 20 s transaction.timeout.ms below, which must be above maxMs +
-  // max(drainTimeoutMs, 2 × commitTimeoutMs) + commitTimeoutMs = maxMs + 16000: a killed member's
-  // open transaction blocks the outputs until 20 s after its first record (plus up to the broker's
-  // 10 s scan for timed-out transactions).
+  // The 20 s transaction.timeout.ms below must be above maxMs + 3 × commitTimeoutMs = maxMs +
+  // 12000: a killed member's open transaction blocks the outputs until 20 s after its first record
+  // (plus up to the broker's 10 s scan for timed-out transactions).
   drainTimeoutMs: 12_000,
   commitTimeoutMs: 4000,
 });

@@ -17,10 +17,14 @@
  *   retriable; only a commit the broker confirmed moves a partition's `lastCommitted`. node-rdkafka
  *   reads the group metadata when its worker runs, so a stream that lost its partition while the
  *   offsets were being sent aborts the transaction instead of committing it.
+ * - Every call of a transaction ends before its own deadline (`transaction.timeout.ms` after its
+ *   first record), a revoke's final commit included whatever its drain deadline: the broker never
+ *   aborts a transaction the library still commits. One that cannot be committed by then is
+ *   aborted, and its inputs redone.
  * - A commitTransaction that timed out goes on in librdkafka's background, which refuses an abort
- *   meanwhile: it is called again (resumed) until the transaction's own deadline
- *   (`transaction.timeout.ms` after its first record), never aborted; still unresolved then, the
- *   consumer stops with a TransactionError (the broker commits or aborts it by itself).
+ *   meanwhile: it is called again (resumed) until the transaction's own deadline, never aborted;
+ *   still unresolved then, the consumer stops with a TransactionError (the broker commits or
+ *   aborts it by itself).
  * - An abortable failure, or a partition lost while its work is in the open transaction, aborts
  *   it: every partition that had work in it is poisoned (its later results are dropped, never let
  *   into a later transaction) and sought back to the first offset of that work, so it is redone.
@@ -108,6 +112,8 @@ const NOTHING: CommitOutcome = {
   messages: 0,
   records: 0,
 };
+const EXPIRED =
+  'the transaction could not be committed within transaction.timeout.ms of its first record (the broker aborts it then)';
 const failed = (failure: string, txn?: TransactionWork, lost = false): CommitOutcome => ({
   committed: new Set(),
   failure,
@@ -451,8 +457,12 @@ export class Transactions implements OffsetCommits {
   }
 
   /** The commit of the open transaction, as the operation in flight. */
-  private async commitOpen(kind: 'periodic' | 'revoke', deadline: number): Promise<CommitOutcome> {
+  private async commitOpen(kind: 'periodic' | 'revoke', by: number): Promise<CommitOutcome> {
     const txn = this.txn;
+    // Nothing of a transaction is committed past its own deadline (the broker aborts it then), a
+    // revoke's final commit included: one that cannot finish by then aborts it instead.
+    const txnDeadline = this.deadlineOf(txn);
+    const deadline = Math.min(by, txnDeadline);
     // The partly-written message may take half of what is left; the commit needs the rest.
     const unfinished =
       txn.partial !== undefined
@@ -463,7 +473,11 @@ export class Transactions implements OffsetCommits {
     const lostWork = [...txn.touched.keys()].some((c) => this.poisoned.has(c));
     const reason =
       unfinished ??
-      (lostWork ? 'a partition with work in the open transaction was lost or replaced' : undefined);
+      (lostWork
+        ? 'a partition with work in the open transaction was lost or replaced'
+        : Date.now() >= txnDeadline
+          ? EXPIRED
+          : undefined);
     if (reason !== undefined) {
       this.writer.take();
       await this.abort(txn, reason, deadline);
@@ -495,6 +509,13 @@ export class Transactions implements OffsetCommits {
     // node-rdkafka reads the consumer's group metadata when its worker runs, not at the call: after
     // a rebalance in between, a stream's offset may have gone under the new generation.
     const superseded = streams.filter((c) => this.poisoned.has(c) || (sentLive.has(c) && !live(c)));
+    if (superseded.length === 0 && Date.now() >= txnDeadline) {
+      // The commit would reach the broker after it aborted the transaction: abort it here.
+      this.host.observer().commit(kind, tpos, Date.now() - sentAt, new Error(EXPIRED));
+      this.state = { kind: 'open' }; // abort() takes it from here
+      await this.abort(txn, EXPIRED, deadline);
+      return failed(EXPIRED, txn);
+    }
     if (superseded.length > 0) {
       const names = superseded.map((c) => `${c.topic}[${c.partition}]`).join(', ');
       const why = `${names} lost its partition while the transaction's offsets were being sent`;
@@ -508,11 +529,10 @@ export class Transactions implements OffsetCommits {
       return failed(why, txn);
     }
     // A commitTransaction that timed out goes on in the background and must be resumed (an abort
-    // is refused meanwhile), up to the transaction's own deadline, or as long as a revoke waiting
-    // for it holds its partitions.
-    const txnDeadline = (txn.openedAt ?? sentAt) + this.options.transactionTimeoutMs;
+    // is refused meanwhile), up to the transaction's own deadline, or less when a revoke waiting
+    // for it must release its partitions sooner.
     const resumeBy = (): number =>
-      Math.max(deadline, Math.min(txnDeadline, this.revokeHoldBy?.() ?? Infinity));
+      Math.min(this.deadlineOf(txn, sentAt), Math.max(deadline, this.revokeHoldBy?.() ?? Infinity));
     try {
       await this.retrying((t) => this.producer.commit(t), resumeBy);
     } catch (err) {
@@ -547,6 +567,17 @@ export class Transactions implements OffsetCommits {
       messages: txn.messages,
       records: txn.records,
     };
+  }
+
+  /**
+   * The last moment a call of `txn` may still end: `transaction.timeout.ms` after its first record
+   * (or after its offsets were first sent, when it has no record), less a margin for the request
+   * on its way. The broker's clock starts later (when the first record's partition is added to the
+   * transaction), so the broker never aborts it before this.
+   */
+  private deadlineOf(txn: TransactionWork, sentAt = Date.now()): number {
+    const timeout = this.options.transactionTimeoutMs;
+    return (txn.openedAt ?? sentAt) + timeout - Math.min(1000, Math.floor(timeout / 10));
   }
 
   /**

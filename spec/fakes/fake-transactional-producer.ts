@@ -7,6 +7,10 @@
  * (fatal / retriable / txn-requires-abort), `hold` keeps a commit in flight until released and
  * `holdOffsets` a sendOffsetsToTransaction (node-rdkafka's worker not run yet).
  *
+ * As on the broker, a transaction open longer than the producer's `transaction.timeout.ms` (from its
+ * first record or offsets) is aborted by the coordinator: a call that reaches it later is counted
+ * in `expiredCalls` and fails as abortable (INVALID_PRODUCER_EPOCH, the bumped epoch).
+ *
  * As in librdkafka, commitTransaction is resumable: after a retriable answer (it timed out waiting)
  * the commit goes on in the background, every other transactional call conflicts (ERR__CONFLICT,
  * retriable) and produce() is refused until commitTransaction is called again and finishes.
@@ -61,12 +65,17 @@ export interface FakeTxnOptions {
 }
 
 const ERR_PURGE_QUEUE = -152;
+const ERR_INVALID_PRODUCER_EPOCH = 47;
 
 /** The broker's view of one transaction. */
 export interface FakeTxn {
   readonly records: TxnRecord[];
   offsets: TopicPartitionOffset[];
   outcome: 'open' | 'committed' | 'aborted';
+  /** When the broker's clock of the transaction started (its first record or offsets). */
+  startedAt?: number;
+  /** The broker aborted it: it outlived `transaction.timeout.ms`. */
+  expired?: boolean;
 }
 
 interface ConsumerLike {
@@ -86,6 +95,8 @@ export class FakeTransactionalProducer extends EventEmitter {
   private resumable: 'commit' | undefined;
   hold = false;
   holdOffsets = false;
+  /** Calls (send, commit) that reached the broker after it aborted their transaction for its age. */
+  readonly expiredCalls: string[] = [];
 
   constructor(
     readonly config: Record<string, unknown>,
@@ -141,18 +152,24 @@ export class FakeTransactionalProducer extends EventEmitter {
     timeoutMs = 0,
     failed?: (failure: TxnFailurePlan) => void,
   ): void {
+    const expired = (op === 'send' || op === 'commit') && this.expire();
     const failure: TxnFailurePlan | undefined =
       this.resumable !== undefined && this.resumable !== op
         ? { code: ERR_CONFLICT, retriable: true }
-        : this.options.plan?.(op, this.count(op));
+        : expired
+          ? { code: ERR_INVALID_PRODUCER_EPOCH, abortable: true }
+          : this.options.plan?.(op, this.count(op));
     this.calls.push(op);
+    if (expired) this.expiredCalls.push(op);
     const reply = (): void => {
       if (failure === undefined) {
         then();
         cb(null);
         return;
       }
-      if (failure.abortable === true && this.current) this.current.outcome = 'open';
+      if (failure.abortable === true && this.current && this.current.expired !== true) {
+        this.current.outcome = 'open';
+      }
       failed?.(failure);
       cb(
         Object.assign(new Error(`${op} failed (${failure.code})`), {
@@ -165,6 +182,23 @@ export class FakeTransactionalProducer extends EventEmitter {
     };
     if (failure?.afterTimeout === true) setTimeout(reply, timeoutMs);
     else setImmediate(reply);
+  }
+
+  /**
+   * Whether the open transaction outlived `transaction.timeout.ms` (the coordinator aborted it
+   * then).
+   */
+  private expire(): boolean {
+    const txn = this.current;
+    const timeoutMs = Number(this.config['transaction.timeout.ms'] ?? 60_000);
+    if (txn === undefined || txn.outcome !== 'open' || txn.startedAt === undefined) {
+      return txn?.expired === true;
+    }
+    if (Date.now() - txn.startedAt <= timeoutMs) return false;
+    txn.expired = true;
+    txn.outcome = 'aborted';
+    this.resumable = undefined;
+    return true;
   }
 
   connect(_opts: unknown, cb: (err: Error | null) => void): this {
@@ -216,6 +250,7 @@ export class FakeTransactionalProducer extends EventEmitter {
     if (this.options.queueFull?.(this.count('produce'), record) === true) {
       throw Object.assign(new Error('Local: Queue full'), { code: -184 });
     }
+    this.current.startedAt ??= Date.now();
     this.current.records.push(record);
     return true;
   }
@@ -228,6 +263,7 @@ export class FakeTransactionalProducer extends EventEmitter {
   ): void {
     const txn = this.current;
     if (!txn) throw new Error('sendOffsets without a transaction');
+    txn.startedAt ??= Date.now();
     const go = (): void =>
       this.answer(
         'send',
