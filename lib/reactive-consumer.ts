@@ -350,7 +350,7 @@ export class ReactiveConsumer {
     const unit = new Transactions(producer, resolved, this.settings, logger, {
       owned: () => this.engine.controls(),
       owns: (c) => this.engine.owns(c),
-      consumer: () => this.engine.client.raw,
+      consumer: () => (this.engine.clientUsable ? this.engine.client.raw : undefined),
       seek: (tp, offset) => this.engine.seek(tp, { offset }),
       fail: (err) => this.engine.failWith(err),
       changed: () => this.engine.changed(),
@@ -556,13 +556,15 @@ export class ReactiveConsumer {
         'timeoutMs',
       );
     }
+    const by = Date.now() + timeoutMs;
+    this.transactions?.closingBy(by);
     await this.engine.close(timeoutMs);
     // Every write the revoke waited for is settled; flush and disconnect the dead-letter producer.
     await Promise.all(
       [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),
     );
     // Every transaction a revoke committed is confirmed; disconnect the transactional producer.
-    await this.transactions?.close();
+    await this.transactions?.close(by);
   }
 
   /** `await using consumer = new ReactiveConsumer(…)` closes it (gracefully) at the end of the scope. */

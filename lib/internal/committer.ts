@@ -86,6 +86,11 @@ export interface OffsetCommits {
   lost(controls: readonly PartitionControl[]): void;
   /** Transactions only: what the last final commit did with the open transaction. */
   readonly lastFinal?: RevokeTransaction;
+  /**
+   * Resolves once no call in flight holds the raw consumer (a sendOffsetsToTransaction whose
+   * worker reads its group metadata): the consumer is disconnected only then.
+   */
+  clientIdle?(): Promise<void>;
 }
 
 export class Committer implements OffsetCommits {
@@ -125,6 +130,11 @@ export class Committer implements OffsetCommits {
   /** Transactions only: what the last final commit did with the open transaction. */
   get lastFinal(): RevokeTransaction | undefined {
     return this.through?.lastFinal;
+  }
+
+  /** Resolves once no call in flight holds the raw consumer (see {@link OffsetCommits.clientIdle}). */
+  async clientIdle(): Promise<void> {
+    await this.through?.clientIdle?.();
   }
 
   /** Partitions released as lost: nothing is committed for them (only transactions care). */

@@ -372,6 +372,14 @@ export class ConsumerEngine implements ProcessorHost {
     return s.kind === 'running' || (s.kind === 'closing' && s.stage === 'releasing');
   }
 
+  /**
+   * Whether the raw consumer may still be handed to a call that uses it later (not once the close
+   * disconnects it).
+   */
+  get clientUsable(): boolean {
+    return this.stage() !== 'disconnecting';
+  }
+
   private stage(): Stage {
     const s = this.state;
     if (s.kind === 'closed' || (s.kind === 'closing' && s.stage === 'disconnecting'))
@@ -653,6 +661,9 @@ export class ConsumerEngine implements ProcessorHost {
     await settleCommits(leaving, deadline);
     closing.stage = 'disconnecting';
     await closing.loop;
+    // A transactional call's worker may still read the consumer (its group metadata): disconnected
+    // under it, the binding crashes. Such calls end within their own timeout.
+    await this.committer.clientIdle();
     this.seeks.rejectAll();
     for (const c of this.assignments.values()) c.fence('consumer closed');
     await this.withDeadline(

@@ -184,10 +184,11 @@ export class TransactionalProducer {
   }
 
   /** Disconnects (bounded); an open transaction is abandoned to the broker's timeout. */
-  async close(): Promise<void> {
+  /** Disconnects, waiting for the answer up to `waitMs`. */
+  async close(waitMs = 10_000): Promise<void> {
     this.producer.setPollInterval(0);
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 10_000);
+      const timer = setTimeout(resolve, waitMs);
       try {
         this.producer.disconnect(() => {
           clearTimeout(timer);

@@ -68,7 +68,10 @@ export interface TransactionsHost {
   owned(): Iterable<PartitionControl>;
   /** Whether the stream still owns its partition. */
   owns(control: PartitionControl): boolean;
-  /** The raw node-rdkafka consumer (its group metadata goes into each transaction). */
+  /**
+   * The raw node-rdkafka consumer (its group metadata goes into each transaction); undefined once
+   * the close disconnects it.
+   */
   consumer(): unknown;
   /** Moves a partition back (see seeks.ts): its stream is replaced, its handlers aborted. */
   seek(tp: TopicPartition, offset: number): Promise<number>;
@@ -114,6 +117,10 @@ const NOTHING: CommitOutcome = {
 };
 const EXPIRED =
   'the transaction could not be committed within transaction.timeout.ms of its first record (the broker aborts it then)';
+/** The consumer is being disconnected: no more offsets can be sent with its group metadata. */
+const CONSUMER_GONE = new Error(
+  'the consumer closed before the transaction offsets could be sent: the transaction is aborted and its inputs redone by the next owner',
+);
 const failed = (failure: string, txn?: TransactionWork, lost = false): CommitOutcome => ({
   committed: new Set(),
   failure,
@@ -149,6 +156,10 @@ export class Transactions implements OffsetCommits {
   private readonly duration = new Histogram(LATENCY_BUCKETS_SECONDS);
 
   private closing: Promise<void> | undefined;
+  /** When a close() must be done by (Infinity until one begins): no commit is resumed past it. */
+  private closeBy = Infinity;
+  /** A sendOffsetsToTransaction in flight (its worker reads the consumer). */
+  private offsetsInFlight: Promise<void> | undefined;
   /** While a revoke waits for a commit: until when it holds its partitions for one timed out. */
   private revokeHoldBy: (() => number) | undefined;
 
@@ -497,13 +508,13 @@ export class Transactions implements OffsetCommits {
     const live = (c: PartitionControl): boolean => this.host.owns(c) && !this.dead(c);
     const sentLive = new Set(streams.filter(live));
     try {
-      if (tpos.length > 0) {
-        await this.retrying(
-          (t) => this.producer.sendOffsets(tpos, this.host.consumer(), t),
-          deadline,
-        );
-      }
+      if (tpos.length > 0) await this.retrying((t) => this.sendOffsets(tpos, t), deadline);
     } catch (err) {
+      if (err === CONSUMER_GONE) {
+        this.state = { kind: 'open' }; // abort() takes it from here
+        await this.abort(txn, CONSUMER_GONE.message, deadline);
+        return failed(CONSUMER_GONE.message, txn);
+      }
       return this.commitFailed(kind, txn, tpos, sentAt, err, deadline);
     }
     // node-rdkafka reads the consumer's group metadata when its worker runs, not at the call: after
@@ -532,7 +543,11 @@ export class Transactions implements OffsetCommits {
     // is refused meanwhile), up to the transaction's own deadline, or less when a revoke waiting
     // for it must release its partitions sooner.
     const resumeBy = (): number =>
-      Math.min(this.deadlineOf(txn, sentAt), Math.max(deadline, this.revokeHoldBy?.() ?? Infinity));
+      Math.min(
+        this.deadlineOf(txn, sentAt),
+        Math.max(deadline, this.revokeHoldBy?.() ?? Infinity),
+        this.closeBy,
+      );
     try {
       await this.retrying((t) => this.producer.commit(t), resumeBy);
     } catch (err) {
@@ -567,6 +582,30 @@ export class Transactions implements OffsetCommits {
       messages: txn.messages,
       records: txn.records,
     };
+  }
+
+  /**
+   * sendOffsetsToTransaction with the consumer's group metadata, tracked until it answers (the
+   * close disconnects the consumer only then); refused once the consumer is being disconnected.
+   */
+  private sendOffsets(tpos: TopicPartitionOffset[], timeoutMs: number): Promise<void> {
+    const consumer = this.host.consumer();
+    if (consumer === undefined) return Promise.reject(CONSUMER_GONE);
+    const call = this.producer.sendOffsets(tpos, consumer, timeoutMs);
+    const settled = call.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.offsetsInFlight = settled;
+    void settled.then(() => {
+      if (this.offsetsInFlight === settled) this.offsetsInFlight = undefined;
+    });
+    return call;
+  }
+
+  /** Resolves once no sendOffsetsToTransaction holds the consumer. */
+  async clientIdle(): Promise<void> {
+    while (this.offsetsInFlight !== undefined) await this.offsetsInFlight;
   }
 
   /**
@@ -743,9 +782,18 @@ export class Transactions implements OffsetCommits {
    * teardown, ReactiveConsumer.close()) waits for the same close, so none closes the producer
    * while another one's abort is in flight.
    */
-  close(): Promise<void> {
+  close(by = Date.now() + this.settings.closeTimeoutMs): Promise<void> {
+    this.closingBy(by);
     this.closing ??= this.closeOnce();
     return this.closing;
+  }
+
+  /**
+   * A close() must be done by `by`: a commitTransaction being resumed stops then (its outcome
+   * unknown, the broker settles it). The sooner of several deadlines holds.
+   */
+  closingBy(by: number): void {
+    this.closeBy = Math.min(this.closeBy, by);
   }
 
   private async closeOnce(): Promise<void> {
@@ -753,11 +801,15 @@ export class Transactions implements OffsetCommits {
     this.writer.stop();
     if (this.state.kind === 'open' && this.txn.touched.size > 0) {
       const txn = this.writer.take();
-      await this.abort(txn, 'the consumer closed', Date.now() + this.settings.commitTimeoutMs);
+      const abortBy = Math.min(
+        Date.now() + this.settings.commitTimeoutMs,
+        Math.max(this.closeBy, Date.now() + 1000),
+      );
+      await this.abort(txn, 'the consumer closed', abortBy);
     }
     if (this.state.kind !== 'closed') {
       this.state = { kind: 'closed' };
-      await this.producer.close();
+      await this.producer.close(Math.max(1000, Math.min(10_000, this.closeBy - Date.now())));
     }
   }
 }

@@ -95,6 +95,8 @@ export class FakeTransactionalProducer extends EventEmitter {
   private resumable: 'commit' | undefined;
   hold = false;
   holdOffsets = false;
+  /** sendOffsetsToTransaction calls whose worker ran with the consumer disconnected (a crash). */
+  disconnectedConsumerCalls = 0;
   /** Calls (send, commit) that reached the broker after it aborted their transaction for its age. */
   readonly expiredCalls: string[] = [];
 
@@ -257,14 +259,18 @@ export class FakeTransactionalProducer extends EventEmitter {
 
   sendOffsetsToTransaction(
     offsets: TopicPartitionOffset[],
-    _consumer: unknown,
+    consumer: unknown,
     timeout: number,
     cb: (err: unknown) => void,
   ): void {
     const txn = this.current;
     if (!txn) throw new Error('sendOffsets without a transaction');
     txn.startedAt ??= Date.now();
-    const go = (): void =>
+    const go = (): void => {
+      // node-rdkafka's worker reads the consumer's group metadata when it runs: a disconnected
+      // consumer there is a native crash.
+      const c = consumer as { isConnected?: () => boolean } | undefined;
+      if (c?.isConnected?.() === false) this.disconnectedConsumerCalls += 1;
       this.answer(
         'send',
         cb,
@@ -273,6 +279,7 @@ export class FakeTransactionalProducer extends EventEmitter {
         },
         timeout,
       );
+    };
     if (this.holdOffsets) this.heldSends.push(go);
     else go();
   }
