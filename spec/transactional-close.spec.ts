@@ -120,9 +120,9 @@ describe('processTransactional(): close()', () => {
     await until(() => produced > 1, 'input 0:1 partly written');
     const tookMs = await timed(s.consumer.close(), 6000);
     assert.ok(tookMs < 3500, `close() took ${tookMs} ms with closeTimeoutMs 2000`);
-    const withPart = s.producer().transactions.filter((t) =>
-      t.records.some((r) => String(r.value).startsWith('0:1:')),
-    );
+    const withPart = s
+      .producer()
+      .transactions.filter((t) => t.records.some((r) => String(r.value).startsWith('0:1:')));
     assert.ok(withPart.length > 0, 'the part was written');
     assert.deepEqual(
       withPart.map((t) => t.outcome),
