@@ -79,6 +79,19 @@ export async function readTopic(
   }
 }
 
+/** How a worker runs: its identity, deadlines and trace (all optional; see worker.ts). */
+export interface EosRun {
+  /**
+   * `explicit` (default): `transactionalId` `<group>-<name>`; `instance`: `instanceId` `<name>`
+   * (the library derives the same id); `random`: neither (a random id per start).
+   */
+  readonly identity?: 'explicit' | 'instance' | 'random';
+  readonly commitTimeoutMs?: number;
+  readonly drainTimeoutMs?: number;
+  /** A file for the worker's trace lines (JSON: rebalance events, `first`, `ready`, `error`). */
+  readonly trace?: string;
+}
+
 export interface EosWorker {
   readonly proc: ChildProcess;
   readonly exited: Promise<number | null>;
@@ -100,6 +113,7 @@ export function startWorker(
   config: Record<string, unknown>,
   workers: EosWorker[],
   writing: EosWriting = {},
+  run: EosRun = {},
 ): EosWorker {
   const dir = join('integration', '.test_output', 'eos');
   mkdirSync(dir, { recursive: true });
@@ -115,6 +129,9 @@ export function startWorker(
         EOS_OUT_A: topics.outA,
         EOS_OUT_B: topics.outB,
         EOS_TXN_ID: `${topics.group}-${name}`,
+        EOS_NAME: name,
+        EOS_RUN: JSON.stringify(run),
+        ...(run.trace === undefined ? {} : { EOS_TRACE: run.trace }),
         EOS_CONFIG: JSON.stringify(config),
         EOS_WRITING: JSON.stringify(writing),
         EOS_LOG: join(dir, `${topics.group}-${name}-${Date.now()}.log`),
@@ -233,6 +250,66 @@ export function useEosWorkers(): EosWorker[] {
     for (const w of workers.splice(0)) if (w.proc.exitCode === null) w.proc.kill('SIGKILL');
   });
   return workers;
+}
+
+/** A producer appending to the input while the test runs (see feedInput). */
+export interface InputFeed {
+  /** Records produced so far. */
+  readonly produced: () => number;
+  /** Stops, waits for every delivery, and returns how many records it wrote. */
+  stop(): Promise<number>;
+}
+
+/**
+ * Appends `perSecond` records a second to `topic` (round robin over its partitions, in batches every
+ * 100 ms), so that a pipeline is still consuming and committing when the test's fault lands.
+ */
+export async function feedInput(
+  topic: string,
+  partitions: number,
+  perSecond: number,
+): Promise<InputFeed> {
+  const producer = new Kafka.Producer({
+    'bootstrap.servers': BROKERS,
+    dr_cb: true,
+    'linger.ms': 5,
+  } as Kafka.ProducerGlobalConfig);
+  await new Promise<void>((resolve, reject) =>
+    producer.connect({ timeout: 15_000 }, (err) => (err ? reject(err) : resolve())),
+  );
+  producer.setPollInterval(20);
+  let produced = 0;
+  let delivered = 0;
+  let failure: unknown;
+  producer.on('delivery-report', (err) => {
+    if (err) failure ??= err;
+    delivered += 1;
+  });
+  const timer = setInterval(() => {
+    for (let n = 0; n < perSecond / 10; n++) {
+      const i = produced;
+      try {
+        producer.produce(topic, i % partitions, Buffer.from(`f${i}`), `f${i}`);
+        produced += 1;
+      } catch {
+        return; // queue full: the next tick goes on
+      }
+    }
+  }, 100);
+  return {
+    produced: () => produced,
+    async stop() {
+      clearInterval(timer);
+      await waitFor(() => delivered >= produced, {
+        timeoutMs: 120_000,
+        what: `delivery of the ${produced} fed records`,
+        intervalMs: 50,
+      });
+      await new Promise<void>((resolve) => producer.disconnect(() => resolve()));
+      if (failure !== undefined) throw failure as Error;
+      return produced;
+    },
+  };
 }
 
 /** Fresh input and output topics and a group; the input filled with `messages` records. */

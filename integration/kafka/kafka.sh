@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real Apache Kafka (KRaft) for the integration tests.
 #
-#   integration/kafka/kafka.sh up|down|reset|status|logs [N] [-f]|stop-node N|start-node N|coordinator GROUP|smoke
+#   integration/kafka/kafka.sh up|down|reset|status|logs [N] [-f]|stop-node N|start-node N|freeze-node N|
+#                              thaw-node N|coordinator GROUP|txn-coordinator TXN_ID|elect-leaders|smoke
 #
 # Cluster source, in this order:
 #   1. KAFKA_BROKERS set       -> an external cluster; up/down/reset do nothing.
@@ -63,6 +64,14 @@ usage: $PROG <command>
   logs [N] [-f] [-n LINES]   show (or follow) the broker log(s)
   stop-node N   SIGKILL node N (jar mode)
   start-node N  restart node N on its data and wait until it answers (jar mode)
+  freeze-node N SIGSTOP node N (jar mode): its sockets stay open, it answers nothing (a long GC
+                pause, a stopped VM); the controller fences it after broker.session.timeout.ms (6 s)
+  thaw-node N   SIGCONT node N (jar mode)
+  coordinator GROUP        the node coordinating consumer group GROUP (FindCoordinator)
+  txn-coordinator TXN_ID   the node coordinating transactional.id TXN_ID (FindCoordinator of key
+                type TRANSACTION, via describeTransactions), with the transaction's state
+  elect-leaders move every partition's leader back to its preferred replica (after node failures
+                the leaders, and so the coordinators, pile up on the nodes that stayed up)
   smoke         produce + consume with a KIP-848 (group.protocol=consumer) group, also via SASL
 env: KAFKA_BROKERS KAFKA_MODE KAFKA_NODES KAFKA_PORT_BASE KAFKA_SASL KAFKA_SASL_USER
      KAFKA_SASL_PASSWORD KAFKA_TLS KAFKA_OAUTH KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT KAFKA_VERSION
@@ -254,6 +263,7 @@ port_owner() {
 stop_pids() {
   local pids=("$@") deadline alive p
   ((${#pids[@]})) || return 0
+  kill -CONT "${pids[@]}" 2>/dev/null || true # a frozen node (freeze-node) ignores SIGTERM until then
   kill -TERM "${pids[@]}" 2>/dev/null || true
   deadline=$(($(date +%s) + STOP_TIMEOUT))
   while :; do
@@ -785,7 +795,7 @@ cmd_logs() {
 }
 
 need_local_node() { # need_local_node N
-  [[ $(state_get MODE) == jars ]] || die "no local jar-mode cluster (run: $PROG up with jars); stop-node/start-node only work there"
+  [[ $(state_get MODE) == jars ]] || die "no local jar-mode cluster (run: $PROG up with jars); stop-node/start-node/freeze-node/thaw-node only work there"
   load_state_settings
   [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= NODES)) || die "node must be 1..$NODES"
 }
@@ -818,9 +828,29 @@ cmd_start_node() {
   say "node $i start-to-ready: $(secs $(($(now_ms) - t0)))"
 }
 
-cmd_coordinator() { # the cluster's own answer (FindCoordinator) for group $1
-  local group=${1:-} addrs
-  [[ -n $group ]] || die "usage: $PROG coordinator GROUP"
+cmd_freeze_node() { # SIGSTOP: the process keeps its sockets and answers nothing until thaw-node
+  local i=${1:-} p
+  need_local_node "$i"
+  p=$(node_pid "$i") || die "node $i is not running"
+  kill -STOP "$p"
+  echo "===== $(date '+%F %T') node $i frozen (SIGSTOP) by kafka.sh freeze-node" >>"$(node_log "$i")"
+  say "node $i (pid $p) frozen with SIGSTOP"
+}
+
+cmd_thaw_node() {
+  local i=${1:-} p
+  need_local_node "$i"
+  p=$(node_pid "$i") || die "node $i is not running"
+  kill -CONT "$p"
+  echo "===== $(date '+%F %T') node $i thawed (SIGCONT) by kafka.sh thaw-node" >>"$(node_log "$i")"
+  say "node $i (pid $p) thawed with SIGCONT"
+}
+
+cmd_coordinator() { # the cluster's own answer (FindCoordinator) for group $1 (or, with --transactional-id, a transactional id)
+  local group=${1:-} addrs flags=()
+  if [[ $group == --transactional-id ]]; then flags=(--transactional-id); group=${2:-}; fi
+  if [[ $group == --elect-preferred ]]; then flags=(--elect-preferred); group=""; fi
+  [[ -n $group || ${flags[0]:-} == --elect-preferred ]] || die "usage: $PROG coordinator GROUP | $PROG txn-coordinator TXN_ID"
   check_java
   ensure_jars >/dev/null
   ensure_helpers
@@ -831,7 +861,7 @@ cmd_coordinator() { # the cluster's own answer (FindCoordinator) for group $1
     load_state_settings
     addrs=$(join_addrs port_plain)
   fi
-  run_helper GroupCoordinator "$addrs" "$group"
+  if [[ -n $group ]]; then run_helper GroupCoordinator "${flags[@]}" "$addrs" "$group"; else run_helper GroupCoordinator "${flags[@]}" "$addrs"; fi
 }
 
 cmd_smoke() { # KIP-848 consumer group round trip (+ the same over SASL/SCRAM)
@@ -863,7 +893,7 @@ lock() { # one mutating kafka.sh at a time per checkout (lock on this script fil
 main() {
   local cmd=${1:-}
   (($#)) && shift
-  case $cmd in up | down | reset | stop-node | start-node) lock ;; esac
+  case $cmd in up | down | reset | stop-node | start-node | freeze-node | thaw-node) lock ;; esac
   case $cmd in
     up) cmd_up ;;
     down) cmd_down ;;
@@ -873,6 +903,10 @@ main() {
     stop-node) cmd_stop_node "$@" ;;
     start-node) cmd_start_node "$@" ;;
     coordinator) cmd_coordinator "$@" ;;
+    txn-coordinator) cmd_coordinator --transactional-id "$@" ;;
+    elect-leaders) cmd_coordinator --elect-preferred ;;
+    freeze-node) cmd_freeze_node "$@" ;;
+    thaw-node) cmd_thaw_node "$@" ;;
     smoke) cmd_smoke ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;
