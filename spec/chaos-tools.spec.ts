@@ -161,7 +161,45 @@ describe('chaos tools', () => {
         new Set(['1@49']),
         false,
       );
-      assert.deepEqual(crashed, { duplicates: 2, explained: 2, unexplained: [] });
+      assert.deepEqual(crashed, {
+        duplicates: 2,
+        explained: 2,
+        explainedBy: { abrupt: 1, lost: 0, failedCommit: 0, stuck: 1 },
+        unexplained: [],
+      });
+    });
+
+    it('with failedCommitsExcuse off (a follower of the offsets partition killed), only a lost partition excuses, counted as such', () => {
+      const failed = worker([1]);
+      const lost: WorkerFacts = { ...worker(), lostPartitions: new Set([2]) };
+      const facts = (w: string): WorkerFacts =>
+        w === 'failed' ? failed : w === 'lost' ? lost : worker();
+      const processings = new Map([
+        [
+          '1@7',
+          [
+            { worker: 'failed', at: 1 },
+            { worker: 'y', at: 2 },
+          ],
+        ],
+        [
+          '2@7',
+          [
+            { worker: 'lost', at: 1 },
+            { worker: 'y', at: 2 },
+          ],
+        ],
+      ]);
+      const strict = judgeDuplicates(processings, facts, new Set(), true, {
+        failedCommitsExcuse: false,
+      });
+      assert.deepEqual(
+        strict.unexplained.map((u) => `${u.partition}@${u.offset}`),
+        ['1@7'],
+      );
+      assert.deepEqual(strict.explainedBy, { abrupt: 0, lost: 1, failedCommit: 0, stuck: 0 });
+      const lenient = judgeDuplicates(processings, facts, new Set(), true);
+      assert.deepEqual(lenient.explainedBy, { abrupt: 0, lost: 1, failedCommit: 1, stuck: 0 });
     });
   });
 });

@@ -36,6 +36,9 @@ export interface CoordinatorLookup {
   offsetsPartitions: number;
   /** Its leader's broker id (-1: no leader now). */
   leader: number;
+  /** Its replicas and in-sync replicas (broker ids), as the metadata lists them now. */
+  replicas: number[];
+  isrs: number[];
   /** The leader's advertised address. */
   address: string | undefined;
   at: number;
@@ -61,7 +64,7 @@ export class MetadataProbe {
     return new MetadataProbe(client);
   }
 
-  /** The group's coordinator according to the metadata now. */
+  /** The group's coordinator (and its offsets partition's replicas) according to the metadata now. */
   coordinatorOf(group: string, timeoutMs = 5000): Promise<CoordinatorLookup> {
     return new Promise((resolve, reject) =>
       this.client.getMetadata({ topic: '__consumer_offsets', timeout: timeoutMs }, (err, md) => {
@@ -70,12 +73,15 @@ export class MetadataProbe {
         if (!topic || topic.partitions.length === 0)
           return reject(new Error('no __consumer_offsets in the metadata (no group yet?)'));
         const partition = coordinatorPartition(group, topic.partitions.length);
-        const leader = topic.partitions.find((p) => p.id === partition)?.leader ?? -1;
+        const info = topic.partitions.find((p) => p.id === partition);
+        const leader = info?.leader ?? -1;
         const broker = md.brokers.find((b) => b.id === leader);
         resolve({
           partition,
           offsetsPartitions: topic.partitions.length,
           leader,
+          replicas: [...(info?.replicas ?? [])],
+          isrs: [...(info?.isrs ?? [])],
           address: broker ? `${broker.host}:${broker.port}` : undefined,
           at: Date.now(),
         });

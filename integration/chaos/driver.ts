@@ -4,7 +4,8 @@
  * variants) or stop themselves (while a revoke drains, while an assignment waits for its start
  * positions), each life stopping by `close()`, `unsubscribe()` or `takeUntil` as seeded; lets the
  * last set finish the backlog, and verifies the outcome against what Kafka holds. The broker
- * failure kills the group's coordinator while a revoke is in flight. Modelled on Sentry
+ * failure kills the group's coordinator, or a follower of its `__consumer_offsets` partition, while a
+ * revoke is in flight. Modelled on Sentry
  * taskbroker's rebalance test, with the checks it lacks.
  */
 import { execFile, spawn } from 'node:child_process';
@@ -85,14 +86,22 @@ export interface ChaosOptions {
   latency?: LatencyProfile;
   /**
    * Three-node cluster: after `afterMs`, a worker joins (a rebalance); when some member logs
-   * `revoking`, the group's coordinator (looked up then) is killed, and restarted `downMs` later.
-   */
-  /**
-   * Kill the group's coordinator while a revoke with handlers in flight drains; the workers'
+   * `revoking` with handlers in flight, a node (looked up then) is killed while that revoke
+   * drains, and restarted `downMs` after the kill. `target`: `coordinator` (default) kills the
+   * group's coordinator (the leader of its `__consumer_offsets` partition); `follower` kills an
+   * in-sync follower of that partition (seeded pick), so the coordinator stays but its offset
+   * writes wait for the ISR to shrink (the controller fences the dead broker). The workers'
    * handlers in flight at a revoke take `drainHoldMs` longer (default 2000), so that the revoke
    * still drains when the kill (a metadata lookup and a kafka.sh call later) has landed.
    */
-  brokerFailure?: { afterMs: number; downMs: number; drainHoldMs?: number };
+  brokerFailure?: {
+    afterMs: number;
+    downMs: number;
+    drainHoldMs?: number;
+    target?: 'coordinator' | 'follower';
+  };
+  /** The group's dynamic configs (`kafka.sh group-config`), set before the first worker joins. */
+  groupConfig?: Record<string, string>;
   replicationFactor?: number;
   topicConfig?: Record<string, string>;
   /** Deadline for the whole backlog to be processed once the restarts are over. */
@@ -155,15 +164,26 @@ export interface ChaosSummary {
   explainedDuplicates: number;
   /** Duplicates by the kind of stop of the life that processed the message first. */
   duplicatesByStop: Record<string, number>;
+  /** Explained duplicates by reason (lost: the member was fenced or dropped and lost the partition). */
+  explainedBy: Record<string, number>;
+  /** `lost` events over all lives, and final commits reported failed / refused for ownership. */
+  lostEvents: number;
+  finalCommits: { failed: number; lost: number };
   lost: number;
   broker?: BrokerFailureReport;
   durationMs: number;
 }
 
-/** What the coordinator kill hit. */
+/** What the broker kill hit. */
 export interface BrokerFailureReport {
+  target: 'coordinator' | 'follower';
   /** The coordinator as the cluster answered before the kill (FindCoordinator). */
   coordinatorBefore: number;
+  /**
+   * The group's `__consumer_offsets` partition as the cluster described it before the kill
+   * (GroupCoordinator.java): partition, leader, replicas, ISR, followers.
+   */
+  offsetsBefore: string;
   /** The lookup at the moment of the kill (metadata: leader of the group's offsets partition). */
   lookup: CoordinatorLookup;
   killedNode: number;
@@ -174,12 +194,24 @@ export interface BrokerFailureReport {
   killAt: number;
   /** revoking line written → kill sent, in ms. */
   reactionMs: number;
-  /** The coordinator the metadata named after the failover, and when. */
+  /**
+   * Coordinator kill: the coordinator the metadata named after the failover, and when. Follower
+   * kill: the leader of the offsets partition once the ISR had shrunk (the coordinator must stay),
+   * movedAfterMs -1.
+   */
   movedTo: number;
   movedAfterMs: number;
+  /** Follower kill: when the metadata showed the killed node out of the ISR (-1: never within 60 s). */
+  isrShrunkAfterMs?: number;
+  /** Follower kill: when it was back in the ISR after its restart (-1: not within 60 s). */
+  isrRejoinedAfterRestartMs?: number;
+  /** Warnings about commits (failed, retried, re-committed, held) logged from the kill until the ISR shrank + 10 s. */
+  commitWarningsInStall?: number;
   downMs: number;
   /** Members whose revoke had begun and not ended when the kill was sent. */
   membersMidRevoke: number[];
+  /** Those revokes' durations, in ms. */
+  midRevokeMs?: number[];
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -274,6 +306,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
         key: `m-${i + j}`,
         value: `payload-${i + j}`,
       })),
+    );
+  }
+  if (o.groupConfig) {
+    await kafkaSh(
+      ['group-config', group, ...Object.entries(o.groupConfig).map(([k, v]) => `${k}=${v}`)],
+      o.outDir,
     );
   }
   const runs: WorkerRun[] = [];
@@ -378,7 +416,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
     brokerEvents.push(
       (async () => {
         await sleep(bf.afterMs);
-        brokerReport = await killCoordinatorMidRevoke(o, group, runs, bf.downMs, () =>
+        brokerReport = await killBrokerMidRevoke(o, group, runs, bf.downMs, () =>
           finals.push(start(o.workers, 0, planLife(o, o.workers, 0, true))),
         );
       })(),
@@ -474,22 +512,28 @@ function settleExit(run: WorkerRun): void {
 }
 
 /**
- * Kills the group's coordinator while a revoke is in flight. Asks the cluster which node
- * coordinates the group (FindCoordinator), starts a worker (`join`) so that the group rebalances,
- * waits until some member logs `revoking`, looks the coordinator up in the metadata at that moment
- * and kills it; waits for the metadata to name a new one; restarts the node `downMs` after the kill.
+ * Kills a node while a revoke is in flight: the group's coordinator, or (`target: 'follower'`) an
+ * in-sync follower of its `__consumer_offsets` partition. Asks the cluster which node coordinates
+ * the group (FindCoordinator) and how its offsets partition is replicated, starts a worker (`join`)
+ * so that the group rebalances, waits until some member logs `revoking` with handlers in flight,
+ * looks the partition up in the metadata at that moment and kills its leader (or a follower, a
+ * seeded pick among the in-sync ones); waits for the metadata to name a new coordinator (or to show
+ * the follower out of the ISR, the coordinator unchanged); restarts the node `downMs` after the
+ * kill (and, for a follower, waits until it is back in the ISR, so the next variant starts whole).
  */
-async function killCoordinatorMidRevoke(
+async function killBrokerMidRevoke(
   o: ChaosOptions,
   group: string,
   runs: WorkerRun[],
   downMs: number,
   join: () => void,
 ): Promise<BrokerFailureReport> {
+  const target = o.brokerFailure?.target ?? 'coordinator';
   const probe = await MetadataProbe.connect();
   try {
     const answer = await kafkaSh(['coordinator', group], o.outDir);
     const coordinatorBefore = Number(/coordinator=(\d+)/.exec(answer)?.[1] ?? -1);
+    const offsetsBefore = /partition=.*$/m.exec(answer)?.[0] ?? '?';
     const tails = new Map<WorkerRun, { pos: number; rest: string }>();
     for (const r of runs) tails.set(r, { pos: fileSize(r.out), rest: '' });
     const since = Date.now();
@@ -521,37 +565,79 @@ async function killCoordinatorMidRevoke(
       await sleep(5);
     }
     const lookup = await probe.coordinatorOf(group);
+    let victim = lookup.leader;
+    if (target === 'follower') {
+      // An in-sync follower: the leader's writes wait for it until the ISR drops it.
+      const followers = lookup.replicas
+        .filter((id) => id !== lookup.leader && lookup.isrs.includes(id))
+        .sort((a, b) => a - b);
+      if (followers.length === 0)
+        throw new Error(
+          `${o.name}: __consumer_offsets[${lookup.partition}] has no in-sync follower (leader ${lookup.leader}, replicas ${lookup.replicas.join(',')}, isr ${lookup.isrs.join(',')})`,
+        );
+      victim = followers[Math.floor(hashUnit(`${o.seed}:follower`) * followers.length)]!;
+    }
     const killSentAt = Date.now();
-    await kafkaSh(['stop-node', String(lookup.leader)], o.outDir);
+    await kafkaSh(['stop-node', String(victim)], o.outDir);
     // The node is dead by now; the revoke must still be open here (verify checks it).
     const killAt = Date.now();
     let moved: CoordinatorLookup | undefined;
     const movedBy = Date.now() + 60_000;
     while (Date.now() < movedBy) {
       const now = await probe.coordinatorOf(group).catch(() => undefined);
-      if (now && now.leader >= 0 && now.leader !== lookup.leader) {
+      if (
+        target === 'coordinator'
+          ? now && now.leader >= 0 && now.leader !== lookup.leader
+          : now && now.leader >= 0 && !now.isrs.includes(victim)
+      ) {
         moved = now;
         break;
       }
       await sleep(200);
     }
     await sleep(Math.max(0, killAt + downMs - Date.now()));
-    await kafkaSh(['start-node', String(lookup.leader)], o.outDir);
+    await kafkaSh(['start-node', String(victim)], o.outDir);
+    const restartedAt = Date.now();
+    let rejoinedAt: number | undefined;
+    if (target === 'follower') {
+      const rejoinBy = Date.now() + 60_000;
+      while (Date.now() < rejoinBy) {
+        const now = await probe.coordinatorOf(group).catch(() => undefined);
+        if (now?.isrs.includes(victim)) {
+          rejoinedAt = Date.now();
+          break;
+        }
+        await sleep(200);
+      }
+    }
     const report: BrokerFailureReport = {
+      target,
       coordinatorBefore,
+      offsetsBefore,
       lookup,
-      killedNode: lookup.leader,
+      killedNode: victim,
       trigger,
       killSentAt,
       killAt,
       reactionMs: killAt - trigger.revokingAt,
       movedTo: moved?.leader ?? -1,
-      movedAfterMs: moved ? moved.at - killAt : -1,
+      movedAfterMs: target === 'coordinator' && moved ? moved.at - killAt : -1,
+      ...(target === 'follower'
+        ? {
+            isrShrunkAfterMs: moved ? moved.at - killAt : -1,
+            isrRejoinedAfterRestartMs: rejoinedAt === undefined ? -1 : rejoinedAt - restartedAt,
+          }
+        : {}),
       downMs,
       membersMidRevoke: [],
     };
+    const where = `__consumer_offsets[${lookup.partition}] of ${lookup.offsetsPartitions}, leader ${lookup.leader} at ${String(lookup.address)}, replicas ${lookup.replicas.join(',')}, isr ${lookup.isrs.join(',')}; the cluster said coordinator ${coordinatorBefore}, ${offsetsBefore}`;
+    const after =
+      target === 'coordinator'
+        ? `new coordinator ${report.movedTo} after ${report.movedAfterMs} ms`
+        : `out of the ISR after ${String(report.isrShrunkAfterMs)} ms (leader then ${report.movedTo}); back in the ISR ${String(report.isrRejoinedAfterRestartMs)} ms after its restart`;
     console.log(
-      `      killed node ${report.killedNode}: coordinator of ${group} (__consumer_offsets[${lookup.partition}] of ${lookup.offsetsPartitions}, leader ${lookup.leader} at ${String(lookup.address)}; the cluster said ${coordinatorBefore}) ${report.reactionMs} ms after worker ${trigger.pid} began revoking ${trigger.partitions} (${trigger.inFlight} in flight); new coordinator ${report.movedTo} after ${report.movedAfterMs} ms; node back after ${downMs} ms`,
+      `      killed node ${report.killedNode}, ${target === 'coordinator' ? 'coordinator' : 'a follower of the offsets partition'} of ${group} (${where}) ${report.reactionMs} ms after worker ${trigger.pid} began revoking ${trigger.partitions} (${trigger.inFlight} in flight); ${after}; node back after ${downMs} ms`,
     );
     return report;
   } finally {
@@ -629,7 +715,10 @@ interface Parsed {
   held: { partition: number; from: number; to: number | undefined }[];
   stuck: { partition: number; offset: number; at: number }[];
   failedCommits: Set<number>;
-  /** Partitions this worker lost (taken away without a chance to commit). */
+  /** Final commits reported `failed` / `lost` (`F` lines). */
+  finalCommitsFailed: number;
+  finalCommitsLost: number;
+  /** Partitions this worker lost (taken away without a chance to commit, or a final commit refused for ownership). */
   lostPartitions: Set<number>;
   lostSeen: boolean;
   revoked: number;
@@ -673,6 +762,8 @@ function parse(run: WorkerRun): Parsed {
     held: [],
     stuck: [],
     failedCommits: new Set(),
+    finalCommitsFailed: 0,
+    finalCommitsLost: 0,
     lostPartitions: new Set(),
     lostSeen: false,
     revoked: 0,
@@ -692,8 +783,14 @@ function parse(run: WorkerRun): Parsed {
       p.records.push({ partition: +f[1]!, offset: +f[2]!, key: f[3]!, pid: +f[4]!, at: +f[5]! });
     } else if (f[0] === 'C') p.commits.push({ partition: +f[1]!, offset: +f[2]!, pid: +f[3]! });
     else if (f[0] === 'S') p.stuck.push({ partition: +f[1]!, offset: +f[2]!, at: +f[3]! });
-    else if (f[0] === 'F') p.failedCommits.add(+f[1]!);
-    else if (f[0] === 'M') p.metrics = JSON.parse(line.slice(2)) as Parsed['metrics'];
+    else if (f[0] === 'F') {
+      p.failedCommits.add(+f[1]!);
+      // Refused for ownership: the member had lost the partition (fenced, or dropped).
+      if (f[2] === 'lost') {
+        p.lostPartitions.add(+f[1]!);
+        p.finalCommitsLost += 1;
+      } else p.finalCommitsFailed += 1;
+    } else if (f[0] === 'M') p.metrics = JSON.parse(line.slice(2)) as Parsed['metrics'];
     else if (f[0] === 'X') p.injected.push({ partition: +f[1]!, offset: +f[2]!, attempt: +f[3]! });
     else if (f[0] === 'E' && f[1] === 'stopping') {
       p.stops.push({
@@ -798,7 +895,9 @@ function describeUnexplained(
   }
   if (broker)
     lines.push(
-      `node ${broker.killedNode} killed at ${t(broker.killAt)}, coordinator ${broker.movedTo} after ${broker.movedAfterMs} ms, node back after ${broker.downMs} ms`,
+      broker.target === 'coordinator'
+        ? `node ${broker.killedNode} killed at ${t(broker.killAt)}, coordinator ${broker.movedTo} after ${broker.movedAfterMs} ms, node back after ${broker.downMs} ms`
+        : `node ${broker.killedNode} (a follower of __consumer_offsets[${broker.lookup.partition}], leader ${broker.lookup.leader}) killed at ${t(broker.killAt)}, out of the ISR after ${String(broker.isrShrunkAfterMs)} ms, node back after ${broker.downMs} ms`,
     );
   for (const [run, partitions] of first) {
     const p = parsed.get(run)!;
@@ -897,7 +996,10 @@ async function verify(
   // graceful stops it is the defect itself.
   const worldMisbehaves =
     o.brokerFailure !== undefined || o.freeze !== undefined || o.killEvery !== undefined;
-  const { duplicates, explained, unexplained } = judgeDuplicates(
+  // A follower of the offsets partition killed: the coordinator stays and the library verifies
+  // its commits of unknown outcome, so a final commit reported failed excuses nothing; only a
+  // member demonstrably fenced or dropped (it lost the partition) does, reported in the figures.
+  const { duplicates, explained, explainedBy, unexplained } = judgeDuplicates(
     byOffset,
     (run) => ({
       abrupt: run.signal === 'SIGKILL' || run.frozen === true,
@@ -907,6 +1009,7 @@ async function verify(
     }),
     stuckSet,
     worldMisbehaves,
+    { failedCommitsExcuse: o.brokerFailure?.target !== 'follower' },
   );
   const duplicatesByStop: Record<string, number> = {};
   for (const list of byOffset.values()) {
@@ -1095,22 +1198,73 @@ async function verify(
   }
 
   if (broker) {
-    // The kill hit the coordinator, while a revoke was in flight.
+    // The kill hit the coordinator (or a follower of its offsets partition), while a revoke was in flight.
     if (broker.coordinatorBefore !== broker.lookup.leader)
       problems.push(
         `the cluster named node ${broker.coordinatorBefore} as the coordinator, the metadata lookup (__consumer_offsets[${broker.lookup.partition}]) node ${broker.lookup.leader}`,
       );
-    if (broker.movedTo < 0)
+    if (broker.target === 'coordinator' && broker.movedTo < 0)
       problems.push(
         `the coordinator did not move away from the killed node ${broker.killedNode} within 60 s`,
       );
-    broker.membersMidRevoke = [...parsed]
-      .filter(([, p]) =>
-        p.revokes.some(
-          ([from, to]) => from <= broker.killSentAt && (to === undefined || to > broker.killAt),
-        ),
+    if (broker.target === 'follower') {
+      const partitionBefore = Number(/partition=(\d+)/.exec(broker.offsetsBefore)?.[1] ?? -1);
+      if (partitionBefore !== broker.lookup.partition)
+        problems.push(
+          `the cluster placed the group on __consumer_offsets[${partitionBefore}], the metadata lookup on [${broker.lookup.partition}]`,
+        );
+      if (
+        broker.killedNode === broker.lookup.leader ||
+        !broker.lookup.replicas.includes(broker.killedNode)
       )
+        problems.push(
+          `the killed node ${broker.killedNode} was not a follower of __consumer_offsets[${broker.lookup.partition}] (leader ${broker.lookup.leader}, replicas ${broker.lookup.replicas.join(',')})`,
+        );
+      if ((broker.isrShrunkAfterMs ?? -1) < 0)
+        problems.push(
+          `the killed follower ${broker.killedNode} never left the ISR of __consumer_offsets[${broker.lookup.partition}] within 60 s: the variant proved nothing`,
+        );
+      else if (broker.movedTo !== broker.lookup.leader)
+        problems.push(
+          `the coordinator moved from ${broker.lookup.leader} to ${broker.movedTo} although only a follower died: the variant tested a coordinator move`,
+        );
+      if ((broker.isrRejoinedAfterRestartMs ?? -1) < 0)
+        problems.push(
+          `the restarted follower ${broker.killedNode} was not back in the ISR within 60 s (the next variant would start on a degraded cluster)`,
+        );
+      // Commits that met the stall: their warnings from the kill until the ISR shrank, + 10 s.
+      const stallEnd = broker.killAt + Math.max(0, broker.isrShrunkAfterMs ?? 0) + 10_000;
+      broker.commitWarningsInStall = runs.reduce((n, run) => {
+        if (!existsSync(run.log)) return n;
+        return (
+          n +
+          readFileSync(run.log, 'utf8')
+            .split('\n')
+            .filter((line) => {
+              try {
+                const e = JSON.parse(line) as { level?: number; msg?: string; time?: number };
+                return (
+                  (e.level ?? 0) >= 40 &&
+                  /commit/.test(e.msg ?? '') &&
+                  (e.time ?? 0) >= broker.killSentAt &&
+                  (e.time ?? 0) <= stallEnd
+                );
+              } catch {
+                return false;
+              }
+            }).length
+        );
+      }, 0);
+    }
+    const openAcross = ([from, to]: [number, number | undefined]): boolean =>
+      from <= broker.killSentAt && (to === undefined || to > broker.killAt);
+    broker.membersMidRevoke = [...parsed]
+      .filter(([, p]) => p.revokes.some(openAcross))
       .map(([run]) => run.pid);
+    // How long those revokes took (their final commits met the failure).
+    broker.midRevokeMs = [...parsed.values()].flatMap((p) =>
+      p.revokes.filter(openAcross).map(([from, to]) => (to ?? Date.now()) - from),
+    );
     if (broker.membersMidRevoke.length === 0)
       problems.push(
         `no member's revoke stayed open from the kill of node ${broker.killedNode} (sent ${broker.killSentAt - broker.trigger.revokingAt} ms after the revoke began) until it was dead (${broker.reactionMs} ms): the variant proved nothing`,
@@ -1140,6 +1294,12 @@ async function verify(
     injectedFailures,
     duplicates,
     explainedDuplicates: explained,
+    explainedBy,
+    lostEvents: [...parsed.values()].reduce((n, p) => n + p.lost, 0),
+    finalCommits: {
+      failed: [...parsed.values()].reduce((n, p) => n + p.finalCommitsFailed, 0),
+      lost: [...parsed.values()].reduce((n, p) => n + p.finalCommitsLost, 0),
+    },
     duplicatesByStop,
     lost: lost.length,
     ...(broker ? { broker } : {}),

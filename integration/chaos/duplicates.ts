@@ -26,11 +26,16 @@ export interface WorkerFacts {
   lastCommit(partition: number): number;
 }
 
+/** Why a duplicate was excused (the first reason that applies to an excused processing). */
+export type DuplicateExcuse = 'abrupt' | 'lost' | 'failedCommit' | 'stuck';
+
 export interface DuplicateVerdict<W> {
   /** Processings beyond the first, over all records. */
   readonly duplicates: number;
   /** Of them, those explained. */
   readonly explained: number;
+  /** The explained ones by reason: the honest losses a run reports with its figures. */
+  readonly explainedBy: Readonly<Record<DuplicateExcuse, number>>;
   /** Records with a processing not explained, each with its processings in time order. */
   readonly unexplained: { partition: number; offset: number; list: Processing<W>[] }[];
 }
@@ -38,36 +43,52 @@ export interface DuplicateVerdict<W> {
 /**
  * Judges every record processed more than once. `processings` maps `partition@offset` to who
  * processed it, in any order (listed by time in the verdict). `stuck` records (a hung handler that completed
- * late) are explained; `worldMisbehaves` says whether refused commits and losses may excuse.
+ * late) are explained; `worldMisbehaves` says whether refused commits and losses may excuse;
+ * `failedCommitsExcuse: false` narrows that to losses (a member fenced or dropped), for a variant
+ * whose failure must not make a final commit fail (a follower of the offsets partition killed: the
+ * coordinator stays, the library verifies its commits of unknown outcome).
  */
 export function judgeDuplicates<W>(
   processings: ReadonlyMap<string, readonly Processing<W>[]>,
   facts: (worker: W) => WorkerFacts,
   stuck: ReadonlySet<string>,
   worldMisbehaves: boolean,
+  { failedCommitsExcuse = true }: { failedCommitsExcuse?: boolean } = {},
 ): DuplicateVerdict<W> {
   let duplicates = 0;
   let explained = 0;
+  const explainedBy: Record<DuplicateExcuse, number> = {
+    abrupt: 0,
+    lost: 0,
+    failedCommit: 0,
+    stuck: 0,
+  };
   const unexplained: DuplicateVerdict<W>['unexplained'] = [];
   for (const [k, unordered] of processings) {
     if (unordered.length < 2) continue;
     const list = [...unordered].sort((a, b) => a.at - b.at);
     duplicates += list.length - 1;
     const [partition, offset] = k.split('@').map(Number) as [number, number];
-    const excused = list.filter(({ worker }) => {
+    const reasons: DuplicateExcuse[] = [];
+    for (const { worker } of list) {
       const f = facts(worker);
+      if (offset < f.lastCommit(partition)) continue;
       // A crash, a freeze past the session timeout, or (where the world misbehaves) a final
       // commit that demonstrably failed or the partition lost: taken away without a chance to
       // commit, e.g. the coordinator gone for longer than the session timeout.
-      const why =
-        f.abrupt ||
-        (worldMisbehaves && (f.failedCommits.has(partition) || f.lostPartitions.has(partition)));
-      return why && offset >= f.lastCommit(partition);
-    }).length;
+      if (f.abrupt) reasons.push('abrupt');
+      else if (worldMisbehaves && f.lostPartitions.has(partition)) reasons.push('lost');
+      else if (worldMisbehaves && failedCommitsExcuse && f.failedCommits.has(partition))
+        reasons.push('failedCommit');
+    }
     // The hung handler's late completion is explained whoever ran it.
-    const ok = stuck.has(k) || excused >= list.length - 1;
-    if (ok) explained += list.length - 1;
-    else unexplained.push({ partition, offset, list });
+    if (stuck.has(k)) {
+      explained += list.length - 1;
+      explainedBy.stuck += list.length - 1;
+    } else if (reasons.length >= list.length - 1) {
+      explained += list.length - 1;
+      for (const r of reasons.slice(0, list.length - 1)) explainedBy[r] += 1;
+    } else unexplained.push({ partition, offset, list });
   }
-  return { duplicates, explained, unexplained };
+  return { duplicates, explained, explainedBy, unexplained };
 }

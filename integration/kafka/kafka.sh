@@ -2,7 +2,8 @@
 # Real Apache Kafka (KRaft) for the integration tests.
 #
 #   integration/kafka/kafka.sh up|down|reset|status|logs [N] [-f]|stop-node N|start-node N|freeze-node N|
-#                              thaw-node N|coordinator GROUP|txn-coordinator TXN_ID|elect-leaders|smoke
+#                              thaw-node N|coordinator GROUP|txn-coordinator TXN_ID|elect-leaders|
+#                              group-config GROUP K=V...|smoke
 #
 # Cluster source, in this order:
 #   1. KAFKA_BROKERS set       -> an external cluster; up/down/reset do nothing.
@@ -67,11 +68,13 @@ usage: $PROG <command>
   freeze-node N SIGSTOP node N (jar mode): its sockets stay open, it answers nothing (a long GC
                 pause, a stopped VM); the controller fences it after broker.session.timeout.ms (6 s)
   thaw-node N   SIGCONT node N (jar mode)
-  coordinator GROUP        the node coordinating consumer group GROUP (FindCoordinator)
-  txn-coordinator TXN_ID   the node coordinating transactional.id TXN_ID (FindCoordinator of key
-                type TRANSACTION, via describeTransactions), with the transaction's state
   elect-leaders move every partition's leader back to its preferred replica (after node failures
                 the leaders, and so the coordinators, pile up on the nodes that stayed up)
+  coordinator GROUP  the group's coordinator (FindCoordinator) and its __consumer_offsets
+                partition's leader, replicas, ISR and followers
+  txn-coordinator TXN_ID   the node coordinating transactional.id TXN_ID (FindCoordinator of key
+                type TRANSACTION, via describeTransactions), with the transaction's state
+  group-config GROUP KEY=VALUE...  set a group's dynamic configs (e.g. consumer.session.timeout.ms)
   smoke         produce + consume with a KIP-848 (group.protocol=consumer) group, also via SASL
 env: KAFKA_BROKERS KAFKA_MODE KAFKA_NODES KAFKA_PORT_BASE KAFKA_SASL KAFKA_SASL_USER
      KAFKA_SASL_PASSWORD KAFKA_TLS KAFKA_OAUTH KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT KAFKA_VERSION
@@ -180,15 +183,23 @@ HELPERS=""
 ensure_helpers() {
   local h tmp
   [[ -f $LIBS/.complete ]] || die "no Kafka jars in $LIBS (run: $PROG up)"
+  # One directory per source hash, kept while in use: checkouts with different helper sources
+  # (worktrees of other branches) share the cache and run at the same time, so only versions
+  # unused for a day are pruned (deleting the others' at once broke their runs mid-way). The
+  # legacy helpers-<hash> directories belong to older kafka.sh versions and are left to them.
   h=$(file_hash "$SCRIPT_DIR"/*.java)
-  HELPERS=$CACHE_DIR/helpers-$h
-  [[ -f $HELPERS/.complete ]] && return 0
+  HELPERS=$CACHE_DIR/helper-classes/$h
+  if [[ -f $HELPERS/.complete ]]; then
+    touch "$HELPERS" 2>/dev/null || true
+    return 0
+  fi
   command -v "$JAVAC" >/dev/null 2>&1 || die "javac not found (a JDK 17+ is needed)"
-  tmp=$(mktemp -d "$CACHE_DIR/helpers.tmp.XXXXXX")
+  mkdir -p "$CACHE_DIR/helper-classes"
+  tmp=$(mktemp -d "$CACHE_DIR/helper-classes/tmp.XXXXXX")
   "$JAVAC" -nowarn -cp "$LIBS/*" -d "$tmp" "$SCRIPT_DIR"/*.java || { rm -rf "$tmp"; die "javac of $SCRIPT_DIR/*.java failed"; }
   touch "$tmp/.complete"
   mv -T "$tmp" "$HELPERS" 2>/dev/null || rm -rf "$tmp"
-  find "$CACHE_DIR" -maxdepth 1 -name 'helpers-*' ! -path "$HELPERS" -exec rm -rf {} + 2>/dev/null || true
+  find "$CACHE_DIR/helper-classes" -mindepth 1 -maxdepth 1 ! -path "$HELPERS" -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 }
 
 run_helper() { # run_helper Class args...
@@ -864,6 +875,23 @@ cmd_coordinator() { # the cluster's own answer (FindCoordinator) for group $1 (o
   if [[ -n $group ]]; then run_helper GroupCoordinator "${flags[@]}" "$addrs" "$group"; else run_helper GroupCoordinator "${flags[@]}" "$addrs"; fi
 }
 
+cmd_group_config() { # set group $1's dynamic configs (KEY=VALUE ...), as GroupConfig.java does
+  local group=${1:-} addrs
+  [[ -n $group && $# -ge 2 ]] || die "usage: $PROG group-config GROUP KEY=VALUE..."
+  shift
+  check_java
+  ensure_jars >/dev/null
+  ensure_helpers
+  if [[ -n ${KAFKA_BROKERS:-} ]]; then
+    addrs=$KAFKA_BROKERS
+  else
+    [[ -n $(state_get MODE) ]] || die "not started (run: $PROG up)"
+    load_state_settings
+    addrs=$(join_addrs port_plain)
+  fi
+  run_helper GroupConfig "$addrs" "$group" "$@"
+}
+
 cmd_smoke() { # KIP-848 consumer group round trip (+ the same over SASL/SCRAM)
   local addrs rf=1 topic="rx-it-smoke-$$"
   check_java
@@ -907,6 +935,7 @@ main() {
     elect-leaders) cmd_coordinator --elect-preferred ;;
     freeze-node) cmd_freeze_node "$@" ;;
     thaw-node) cmd_thaw_node "$@" ;;
+    group-config) cmd_group_config "$@" ;;
     smoke) cmd_smoke ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;
