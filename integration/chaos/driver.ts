@@ -168,6 +168,12 @@ export interface ChaosSummary {
   explainedBy: Record<string, number>;
   /** `lost` events over all lives, and final commits reported failed / refused for ownership. */
   lostEvents: number;
+  /**
+   * Per life that saw partitions lost: when (ms since the run began), which, and its warnings
+   * (level >= 40) from 15 s before to 2 s after: the evidence for an excused duplicate, kept in
+   * the printed summary (the make targets delete the output directory after a passing run).
+   */
+  lostEvidence: { pid: number; at: number[]; partitions: number[]; warnings: string[] }[];
   finalCommits: { failed: number; lost: number };
   lost: number;
   broker?: BrokerFailureReport;
@@ -1296,6 +1302,36 @@ async function verify(
     explainedDuplicates: explained,
     explainedBy,
     lostEvents: [...parsed.values()].reduce((n, p) => n + p.lost, 0),
+    lostEvidence: [...parsed]
+      .filter(([, p]) => p.lostPartitions.size > 0)
+      .map(([run, p]) => {
+        const lostAt = readFileSync(run.out, 'utf8')
+          .split('\n')
+          .filter((l) => l.startsWith('E lost '))
+          .map((l) => Number(l.split(' ')[2]));
+        // A final commit refused for ownership (no `lost` event): the whole life's warnings.
+        const from = lostAt.length > 0 ? Math.min(...lostAt) - 15_000 : 0;
+        const to = lostAt.length > 0 ? Math.max(...lostAt) + 2000 : Infinity;
+        const warnings = new Set<string>();
+        if (existsSync(run.log)) {
+          for (const line of readFileSync(run.log, 'utf8').split('\n')) {
+            try {
+              const e = JSON.parse(line) as { level?: number; msg?: string; time?: number };
+              const t = e.time ?? 0;
+              if ((e.level ?? 0) >= 40 && t >= from && t <= to)
+                warnings.add(`+${t - started} ${(e.msg ?? '').slice(0, 160)}`);
+            } catch {
+              // not JSON
+            }
+          }
+        }
+        return {
+          pid: run.pid,
+          at: lostAt.map((x) => x - started),
+          partitions: [...p.lostPartitions].sort((a, b) => a - b),
+          warnings: [...warnings].slice(0, 12),
+        };
+      }),
     finalCommits: {
       failed: [...parsed.values()].reduce((n, p) => n + p.finalCommitsFailed, 0),
       lost: [...parsed.values()].reduce((n, p) => n + p.finalCommitsLost, 0),
