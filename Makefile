@@ -95,7 +95,8 @@ test-rebalance-full: check-native build reset-kafka ## The chaos suite at taskbr
 	rm -rf $(TEST_OUTPUT)/chaos
 
 .PHONY: test
-test: lint test-unit test-package demo test-integration test-rebalance test-bench ## Everything: lint, unit, packaging, demo, integration and chaos tests, bench smoke run
+test: ## Everything: lint, unit, packaging, demo, integration and chaos tests, bench smoke run; then the time per suite
+	bash scripts/test-all.sh
 
 .PHONY: bench-install
 bench-install: $(BENCH_STAMP) ## Install the peer libraries of the bench into bench/node_modules (only the bench targets use them)
