@@ -857,21 +857,31 @@ cmd_thaw_node() {
   say "node $i (pid $p) thawed with SIGCONT"
 }
 
+# The Java helpers compiled and the jars they run on at hand.
+helper_ready() {
+  check_java
+  ensure_jars >/dev/null
+  ensure_helpers
+}
+
+# The bootstrap addresses of the cluster the helpers talk to: KAFKA_BROKERS, else the started one's.
+cluster_addrs() {
+  if [[ -n ${KAFKA_BROKERS:-} ]]; then
+    echo "$KAFKA_BROKERS"
+  else
+    [[ -n $(state_get MODE) ]] || die "not started (run: $PROG up)"
+    load_state_settings
+    join_addrs port_plain
+  fi
+}
+
 cmd_coordinator() { # the cluster's own answer (FindCoordinator) for group $1 (or, with --transactional-id, a transactional id)
   local group=${1:-} addrs flags=()
   if [[ $group == --transactional-id ]]; then flags=(--transactional-id); group=${2:-}; fi
   if [[ $group == --elect-preferred ]]; then flags=(--elect-preferred); group=""; fi
   [[ -n $group || ${flags[0]:-} == --elect-preferred ]] || die "usage: $PROG coordinator GROUP | $PROG txn-coordinator TXN_ID"
-  check_java
-  ensure_jars >/dev/null
-  ensure_helpers
-  if [[ -n ${KAFKA_BROKERS:-} ]]; then
-    addrs=$KAFKA_BROKERS
-  else
-    [[ -n $(state_get MODE) ]] || die "not started (run: $PROG up)"
-    load_state_settings
-    addrs=$(join_addrs port_plain)
-  fi
+  helper_ready
+  addrs=$(cluster_addrs) || exit 1
   if [[ -n $group ]]; then run_helper GroupCoordinator "${flags[@]}" "$addrs" "$group"; else run_helper GroupCoordinator "${flags[@]}" "$addrs"; fi
 }
 
@@ -879,16 +889,8 @@ cmd_group_config() { # set group $1's dynamic configs (KEY=VALUE ...), as GroupC
   local group=${1:-} addrs
   [[ -n $group && $# -ge 2 ]] || die "usage: $PROG group-config GROUP KEY=VALUE..."
   shift
-  check_java
-  ensure_jars >/dev/null
-  ensure_helpers
-  if [[ -n ${KAFKA_BROKERS:-} ]]; then
-    addrs=$KAFKA_BROKERS
-  else
-    [[ -n $(state_get MODE) ]] || die "not started (run: $PROG up)"
-    load_state_settings
-    addrs=$(join_addrs port_plain)
-  fi
+  helper_ready
+  addrs=$(cluster_addrs) || exit 1
   run_helper GroupConfig "$addrs" "$group" "$@"
 }
 
