@@ -191,6 +191,14 @@ export class FakeConsumer extends EventEmitter {
   private readonly logs: Map<string, Message[]>;
   /** Fetch positions of assigned partitions: the committed offset (or 0) at assignment. */
   private readonly fetchPos = new Map<string, number>();
+  /**
+   * Whether a transaction (of the fake transactional producer) holds offsets of a partition not
+   * committed or aborted yet: an assignment of it waits for them (require_stable), as librdkafka's
+   * committed-offset fetch does under read_committed.
+   */
+  pendingTxnOffsets: ((partitionKey: string) => boolean) | undefined;
+  /** Assigned partitions whose committed offset is not stable yet (see pendingTxnOffsets). */
+  private readonly unstable = new Set<string>();
   /** App positions (one past the last delivered offset) of this assignment, for position(). */
   private readonly appPos = new Map<string, number>();
   private readonly paused = new Set<string>();
@@ -534,8 +542,15 @@ export class FakeConsumer extends EventEmitter {
     const out: Message[] = [];
     if (this.injectLate.length > 0) out.push(...this.injectLate.splice(0));
     const blocked = this.member ? this.pendingCallbacks.length > 0 : this.revokePending;
+    for (const k of this.unstable) {
+      if (this.pendingTxnOffsets?.(k) === true) continue;
+      this.unstable.delete(k);
+      this.fetchPos.set(k, this.commits.get(k) ?? 0);
+    }
     if (!blocked) {
-      const active = this.assignment.filter((a) => !this.paused.has(key(a)));
+      const active = this.assignment.filter(
+        (a) => !this.paused.has(key(a)) && !this.unstable.has(key(a)),
+      );
       for (let i = 0; i < active.length && out.length < n; i++) {
         const a = active[(this.rr + i) % active.length]!;
         const k = key(a);
@@ -896,13 +911,19 @@ export class FakeConsumer extends EventEmitter {
       if (!keep.has(key(a))) {
         this.fetchPos.delete(key(a));
         this.appPos.delete(key(a));
+        this.unstable.delete(key(a));
       }
     }
     for (const a of next) {
       // A new assignment starts at the offset given in the assign call, else at the committed
       // offset (earliest when none).
       const given = (a as { offset?: number }).offset;
-      if (!this.fetchPos.has(key(a))) {
+      const fromCommitted = !(typeof given === 'number' && given >= 0);
+      if (fromCommitted && !this.fetchPos.has(key(a)) && this.pendingTxnOffsets?.(key(a))) {
+        // read_committed: the committed offset is fetched with require_stable, and the broker
+        // answers UNSTABLE_OFFSET_COMMIT while a transaction holds offsets of the partition.
+        this.unstable.add(key(a));
+      } else if (!this.fetchPos.has(key(a))) {
         this.fetchPos.set(
           key(a),
           typeof given === 'number' && given >= 0 ? given : (this.commits.get(key(a)) ?? 0),

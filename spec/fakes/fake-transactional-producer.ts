@@ -80,6 +80,8 @@ export interface FakeTxn {
 
 interface ConsumerLike {
   commits: Map<string, number>;
+  /** Set by the factory: whether an open transaction holds offsets of a partition. */
+  pendingTxnOffsets?: ((partitionKey: string) => boolean) | undefined;
 }
 
 export class FakeTransactionalProducer extends EventEmitter {
@@ -110,6 +112,16 @@ export class FakeTransactionalProducer extends EventEmitter {
   /** Records of committed transactions, in commit order: what a read_committed reader sees. */
   get committed(): TxnRecord[] {
     return this.transactions.filter((t) => t.outcome === 'committed').flatMap((t) => t.records);
+  }
+
+  /** Whether the open transaction holds offsets of `partitionKey` (`topic[partition]`). */
+  hasPendingOffsets(partitionKey: string): boolean {
+    const txn = this.current;
+    return (
+      txn !== undefined &&
+      txn.outcome === 'open' &&
+      txn.offsets.some((o) => `${o.topic}[${o.partition}]` === partitionKey)
+    );
   }
 
   /** Records of aborted transactions (a read_uncommitted reader may have seen them). */
@@ -382,6 +394,7 @@ export function fakeTransactionalProducerFactory(
   return {
     factory: (g) => {
       const p = new FakeTransactionalProducer(g, options);
+      consumer().pendingTxnOffsets = (k) => p.hasPendingOffsets(k);
       p.on('committed', (txn: FakeTxn) => {
         const commits = consumer().commits;
         for (const o of txn.offsets) commits.set(`${o.topic}[${o.partition}]`, o.offset);
