@@ -62,4 +62,42 @@ describe('review: close() during a revoke’s final transactional commit', () =>
     assert.equal(committed(s, 0), undefined);
     void error;
   });
+
+  it('a second close({timeoutMs: 1000}) during the final commit of the revoke the first close({timeoutMs: 20000}) started is honoured when the coordinator cannot be reached', async () => {
+    let down = false;
+    const s = transactionalHarness(
+      {
+        plan: (op: TxnOp) =>
+          down && (op === 'send' || op === 'abort')
+            ? { code: -185, retriable: true, afterTimeout: true }
+            : undefined,
+      },
+      { commitTimeoutMs: 500, drainTimeoutMs: 20_000, closeTimeoutMs: 25_000 },
+    );
+    subs.push(
+      s.consumer
+        .processTransactional(one, {
+          transactionalId: 'tx-review-2',
+          maxMs: 10_000,
+          producerConfig: { 'transaction.timeout.ms': 30_000 },
+        })
+        .subscribe({ error: () => undefined }),
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.producer().transactions[0]?.records.length === 3, '0..2 written');
+    down = true;
+    void s.consumer.close({ timeoutMs: 20_000 }); // e.g. the pipeline unsubscribed
+    await until(
+      () => s.producer().calls.filter((c) => c === 'send').length >= 2,
+      'the close’s revoke retries its offsets',
+    );
+    const startedAt = Date.now();
+    let done = false;
+    void s.consumer.close({ timeoutMs: 1000 }).finally(() => (done = true)); // SIGTERM
+    await until(() => done, 'close() to settle', 25_000);
+    const tookMs = Date.now() - startedAt;
+    assert.ok(tookMs < 2500, `the second close({timeoutMs: 1000}) took ${tookMs} ms`);
+  });
 });
