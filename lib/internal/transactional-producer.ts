@@ -113,8 +113,8 @@ export class TransactionalProducer {
     });
   }
 
-  /** Connects and registers the transactional.id (fencing older producers of the same id). */
-  async start(connectTimeoutMs: number, initTimeoutMs: number): Promise<void> {
+  /** Connects (bounded by `connectTimeoutMs`). */
+  async connect(connectTimeoutMs: number): Promise<void> {
     await new Promise<void>((resolve, reject) => {
       this.producer.connect({ timeout: connectTimeoutMs }, (err) => {
         if (err) {
@@ -130,7 +130,14 @@ export class TransactionalProducer {
       });
     });
     this.producer.setPollInterval(POLL_INTERVAL_MS);
-    await this.call('initTransactions', (cb) => this.producer.initTransactions(initTimeoutMs, cb));
+  }
+
+  /**
+   * Registers the transactional.id (fencing older producers of the same id, aborting what they
+   * left open). A call that timed out can be made again: librdkafka goes on where it was.
+   */
+  init(timeoutMs: number): Promise<void> {
+    return this.call('initTransactions', (cb) => this.producer.initTransactions(timeoutMs, cb));
   }
 
   begin(): Promise<void> {

@@ -117,6 +117,12 @@ const NOTHING: CommitOutcome = {
 };
 const EXPIRED =
   'the transaction could not be committed within transaction.timeout.ms of its first record (the broker aborts it then)';
+/** The longest one initTransactions call waits, in ms (a close waits for the call in flight). */
+const INIT_CALL_MS = 1000;
+/** A close() began while the producer was starting: it stops there, quietly. */
+const CLOSED_WHILE_STARTING = new Error(
+  'the consumer closed while the transactional producer was starting',
+);
 /** The consumer is being disconnected: no more offsets can be sent with its group metadata. */
 const CONSUMER_GONE = new Error(
   'the consumer closed before the transaction offsets could be sent: the transaction is aborted and its inputs redone by the next owner',
@@ -161,7 +167,7 @@ export class Transactions implements OffsetCommits {
   /** A sendOffsetsToTransaction in flight (its worker reads the consumer). */
   private offsetsInFlight: Promise<void> | undefined;
   /** While a revoke waits for a commit: until when it holds its partitions for one timed out. */
-  private revokeHoldBy: (() => number) | undefined;
+  private readonly revokeHolds = new Set<() => number>();
 
   constructor(
     private readonly producer: TransactionalProducer,
@@ -199,15 +205,38 @@ export class Transactions implements OffsetCommits {
     return this.track(
       (async () => {
         try {
-          await this.producer.start(this.settings.connectTimeoutMs, this.settings.connectTimeoutMs);
+          await this.producer.connect(this.settings.connectTimeoutMs);
+          await this.init(Date.now() + this.settings.connectTimeoutMs);
           await this.producer.begin();
           this.state = { kind: 'open' };
           this.logger.info('transactional producer ready');
         } catch (err) {
+          if (err === CLOSED_WHILE_STARTING) {
+            this.logger.info('the consumer closed while the transactional producer was starting');
+            return;
+          }
           this.fatal(err, 'the transactional producer could not start');
         }
       })(),
     );
+  }
+
+  /**
+   * initTransactions, in calls of at most a second (librdkafka resumes one that timed out), until
+   * `by` — or until a close() begins, which then need not wait for the coordinator.
+   */
+  private async init(by: number): Promise<void> {
+    for (;;) {
+      const timeoutMs = Math.max(1, Math.min(INIT_CALL_MS, by - Date.now()));
+      try {
+        await this.producer.init(timeoutMs);
+        return;
+      } catch (err) {
+        if (this.closeBy !== Infinity) throw CLOSED_WHILE_STARTING;
+        const retriable = err instanceof TxnCallError && err.failure.kind === 'retriable';
+        if (!retriable || Date.now() >= by) throw err;
+      }
+    }
   }
 
   /** A snapshot for metrics. */
@@ -350,9 +379,9 @@ export class Transactions implements OffsetCommits {
     // written (a later transaction would carry their records without their offsets).
     this.writer.pump();
     for (const c of controls) this.sealed.add(c);
-    this.revokeHoldBy = holdBy;
+    this.revokeHolds.add(holdBy);
     const outcome = await this.commit('revoke', deadline).finally(() => {
-      this.revokeHoldBy = undefined;
+      this.revokeHolds.delete(holdBy);
     });
     const size = { messages: outcome.messages, records: outcome.records };
     this.lastFinal_ =
@@ -477,7 +506,9 @@ export class Transactions implements OffsetCommits {
     // The partly-written message may take half of what is left; the commit needs the rest.
     const unfinished =
       txn.partial !== undefined
-        ? await this.writer.finishPartial(Date.now() + (deadline - Date.now()) / 2)
+        ? await this.writer.finishPartial(
+            Date.now() + (Math.min(deadline, this.closeBy) - Date.now()) / 2,
+          )
         : txn.doomed;
     // A stream with work in it was lost or replaced while another commit or abort was in flight
     // (lost() could not abort then): its records must not be committed with any offset.
@@ -508,7 +539,12 @@ export class Transactions implements OffsetCommits {
     const live = (c: PartitionControl): boolean => this.host.owns(c) && !this.dead(c);
     const sentLive = new Set(streams.filter(live));
     try {
-      if (tpos.length > 0) await this.retrying((t) => this.sendOffsets(tpos, t), deadline);
+      if (tpos.length > 0) {
+        await this.retrying(
+          (t) => this.sendOffsets(tpos, t),
+          () => Math.min(deadline, this.closeBy),
+        );
+      }
     } catch (err) {
       if (err === CONSUMER_GONE) {
         this.state = { kind: 'open' }; // abort() takes it from here
@@ -545,7 +581,7 @@ export class Transactions implements OffsetCommits {
     const resumeBy = (): number =>
       Math.min(
         this.deadlineOf(txn, sentAt),
-        Math.max(deadline, this.revokeHoldBy?.() ?? Infinity),
+        Math.max(deadline, this.revokeHoldBy()),
         this.closeBy,
       );
     try {
@@ -582,6 +618,12 @@ export class Transactions implements OffsetCommits {
       messages: txn.messages,
       records: txn.records,
     };
+  }
+
+  /** The latest any revoke waiting for a commit may hold its partitions until (Infinity: none). */
+  private revokeHoldBy(): number {
+    if (this.revokeHolds.size === 0) return Infinity;
+    return Math.max(...[...this.revokeHolds].map((by) => by()));
   }
 
   /**
@@ -663,8 +705,23 @@ export class Transactions implements OffsetCommits {
       this.writer.drop(c);
     }
     try {
-      await this.retrying((t) => this.producer.abort(t), Math.max(deadline, Date.now() + 1000));
+      // At least a second, even past a close's deadline: an abort that did not happen leaves the
+      // outputs blocked for read_committed readers until transaction.timeout.ms.
+      const startedAt = Date.now();
+      const by = Math.max(deadline, startedAt + 1000);
+      await this.retrying(
+        (t) => this.producer.abort(t),
+        () => Math.min(by, Math.max(this.closeBy, startedAt + 1000)),
+      );
     } catch (err) {
+      if (this.closeBy !== Infinity && Date.now() >= this.closeBy) {
+        this.state = { kind: 'failed', error: err instanceof Error ? err : new Error(String(err)) };
+        this.logger.warn(
+          { err, reason },
+          'the transaction could not be aborted before the close deadline: the broker aborts it at transaction.timeout.ms (read_committed readers of its outputs wait until then); nothing of it is visible',
+        );
+        return;
+      }
       this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
       return;
     }

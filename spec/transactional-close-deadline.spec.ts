@@ -1,9 +1,8 @@
 /**
- * Review: close() must stay within its deadline while a revoke that began BEFORE the close is in
- * its final transactional commit (the coordinator unreachable: sendOffsetsToTransaction and
- * abortTransaction time out). The revoke's commit captured its deadline (drain deadline, up to the
- * transaction's own deadline) before the close began; only the commit *resume* is cut at the close
- * deadline — the sendOffsets retry loop and the abort that follows keep the revoke's deadline.
+ * processTransactional(): close() stays within its deadline while a revoke that began before the
+ * close is in its final transactional commit and the coordinator cannot be reached
+ * (sendOffsetsToTransaction and abortTransaction time out): the offsets' retries and the abort
+ * that follows are brought forward to the close's deadline, not only a commit being resumed.
  */
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
@@ -16,7 +15,7 @@ const one = (m: KafkaMessage): OutputRecord[] => [
   { topic: 'out', key: m.key, value: `${m.partition}:${m.offset}` },
 ];
 
-describe('review: close() during a revoke’s final transactional commit', () => {
+describe('processTransactional(): close() during a revoke’s final transactional commit', () => {
   const subs: Subscription[] = [];
   afterEach(() => {
     for (const s of subs.splice(0)) s.unsubscribe();
@@ -37,7 +36,7 @@ describe('review: close() during a revoke’s final transactional commit', () =>
     subs.push(
       s.consumer
         .processTransactional(one, {
-          transactionalId: 'tx-review',
+          transactionalId: 'tx-close-deadline',
           maxMs: 10_000,
           producerConfig: { 'transaction.timeout.ms': 30_000 },
         })
@@ -77,7 +76,7 @@ describe('review: close() during a revoke’s final transactional commit', () =>
     subs.push(
       s.consumer
         .processTransactional(one, {
-          transactionalId: 'tx-review-2',
+          transactionalId: 'tx-close-deadline-2',
           maxMs: 10_000,
           producerConfig: { 'transaction.timeout.ms': 30_000 },
         })

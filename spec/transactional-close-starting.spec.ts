@@ -1,9 +1,8 @@
 /**
- * Review: close() must stay within its deadline while the transactional producer is still
- * starting (initTransactions waiting for the transaction coordinator — e.g. CONCURRENT_TRANSACTIONS
- * while the broker aborts a crashed predecessor's open transaction, which librdkafka retries inside
- * the call up to its timeout). Transactions.closeOnce() waits for the start (`op`) with no regard
- * for the close deadline: connectTimeoutMs (connect) + connectTimeoutMs (initTransactions).
+ * processTransactional(): close() stays within its deadline while the transactional producer is
+ * still starting (initTransactions waiting for the transaction coordinator — e.g.
+ * CONCURRENT_TRANSACTIONS while the broker aborts a crashed predecessor's open transaction): the
+ * start calls initTransactions in short calls and stops once a close begins.
  */
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
@@ -34,7 +33,7 @@ class SlowInitProducer extends FakeTransactionalProducer {
   }
 }
 
-describe('review: close() while the transactional producer is starting', () => {
+describe('processTransactional(): close() while the transactional producer is starting', () => {
   const subs: Subscription[] = [];
   afterEach(() => {
     for (const s of subs.splice(0)) s.unsubscribe();
@@ -52,7 +51,7 @@ describe('review: close() while the transactional producer is starting', () => {
     );
     subs.push(
       h.consumer
-        .processTransactional(one, { transactionalId: 'tx-review-init' })
+        .processTransactional(one, { transactionalId: 'tx-close-starting' })
         .subscribe({ error: () => undefined }),
     );
     await until(() => h.fake().isConnected(), 'connect');
