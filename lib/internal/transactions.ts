@@ -579,11 +579,7 @@ export class Transactions implements OffsetCommits {
     // is refused meanwhile), up to the transaction's own deadline, or less when a revoke waiting
     // for it must release its partitions sooner.
     const resumeBy = (): number =>
-      Math.min(
-        this.deadlineOf(txn, sentAt),
-        Math.max(deadline, this.revokeHoldBy()),
-        this.closeBy,
-      );
+      Math.min(this.deadlineOf(txn, sentAt), Math.max(deadline, this.revokeHoldBy()), this.closeBy);
     try {
       await this.retrying((t) => this.producer.commit(t), resumeBy);
     } catch (err) {
