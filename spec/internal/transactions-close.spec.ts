@@ -23,7 +23,8 @@ async function unitWith(producer: {
   const unit = new Transactions(
     {
       transactionalId: 'tx',
-      start: () => Promise.resolve(),
+      connect: () => Promise.resolve(),
+      init: () => Promise.resolve(),
       begin: () => Promise.resolve(),
       produce: producer.produce,
       abort: producer.abort,
