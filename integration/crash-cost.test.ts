@@ -73,16 +73,29 @@ class Watermarks {
     const out: number[] = [];
     for (const topic of topics) {
       for (let p = 0; p < OUT_PARTITIONS; p++) {
-        out.push(
-          await new Promise<number>((resolve, reject) =>
-            this.clients[isolation].queryWatermarkOffsets(topic, p, 5000, (err, w) =>
-              err ? reject(err) : resolve(w.highOffset),
-            ),
-          ),
-        );
+        out.push(await this.query(isolation, topic, p));
       }
     }
     return out;
+  }
+
+  /** A partition's watermark, asked again (up to three times) when the broker is slow to answer. */
+  private async query(
+    isolation: 'read_committed' | 'read_uncommitted',
+    topic: string,
+    partition: number,
+  ): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await new Promise<number>((resolve, reject) =>
+          this.clients[isolation].queryWatermarkOffsets(topic, partition, 10_000, (err, w) =>
+            err ? reject(err) : resolve(w.highOffset),
+          ),
+        );
+      } catch (err) {
+        if (attempt >= 3) throw err;
+      }
+    }
   }
 
   async close(): Promise<void> {
