@@ -232,7 +232,7 @@ describe('seek while running', () => {
     await h.consumer.close();
   });
 
-  it('takes a seek whose reply timed out as applied: librdkafka queued it before waiting (pitfalls review)', async () => {
+  it('takes a seek whose reply timed out as applied: librdkafka queued it before waiting', async () => {
     const h = harness({ commitIntervalMs: 5 }, { seekTimesOut: true });
     const seen: number[] = [];
     subs.push(h.consumer.process((m) => void seen.push(m.offset)).subscribe());

@@ -55,7 +55,7 @@ import {
 /**
  * The engine's lifecycle; each state carries what is true only in it.
  * `closing` moves through `releasing` (the loop still polls, so revokes and commits are served)
- * and `disconnecting` (the loop stopped; only unassign works, pitfall 11).
+ * and `disconnecting` (the loop stopped; only unassign works, docs/binding-behaviours.md, "Closing").
  */
 export type EngineState =
   | { readonly kind: 'idle' }
@@ -418,7 +418,7 @@ export class ConsumerEngine implements ProcessorHost {
     for (const m of batch) {
       const control = this.assignments.ownerOf(m.topic, m.partition);
       if (control === undefined || !control.active) {
-        // A late delivery (pitfall 6): its partition is no longer ours or is being revoked.
+        // A late delivery (docs/binding-behaviours.md, "Late messages"): its partition is no longer ours or is being revoked.
         this.lateMessagesDropped += 1;
         this.logger.debug(
           { topic: m.topic, partition: m.partition, offset: m.offset },

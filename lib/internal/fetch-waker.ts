@@ -17,7 +17,7 @@
  * topic's metadata (which wakes the broker it goes to, and names each partition's leader) and then
  * one ListOffsets (`queryWatermarkOffsets`) from each leader of the partitions still held: a few
  * small requests per rebalance, none on the per-message path. node-rdkafka runs each of these
- * requests on a libuv pool thread until it is answered, as it runs `consume(n)` (pitfall 13), so
+ * requests on a libuv pool thread until it is answered, as it runs `consume(n)` (docs/binding-behaviours.md, "The libuv thread pool"), so
  * the waker sends one request at a time, with a short timeout, and coalesces what is asked
  * meanwhile: a full wake asked while one is pending runs once, a leader already queued is queued
  * once, and a leader is woken at most every {@link MIN_WAKE_INTERVAL_MS}. Leaders are remembered

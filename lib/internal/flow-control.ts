@@ -1,7 +1,7 @@
 /**
  * Flow control: the only writer of a partition's paused state. Two reasons pause a partition —
  * the application (`pause()`, kept across rebalances: librdkafka keeps application pauses through
- * a revoke and a re-assignment, pitfall 15) and backpressure (its buffer is full) — and it fetches
+ * a revoke and a re-assignment, docs/binding-behaviours.md, "Application pauses survive rebalances") and backpressure (its buffer is full) — and it fetches
  * only when neither holds. Every librdkafka pause/resume call of the consumer goes through here:
  * new partitions, buffers filling and draining, a seek's new stream, a release.
  */

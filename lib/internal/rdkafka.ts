@@ -169,7 +169,8 @@ export function assertNativeFeatures(required: readonly string[] = REQUIRED_FEAT
 
 /**
  * Normalises the error shapes node-rdkafka produces: `LibrdKafkaError`s, plain `Error`s thrown by
- * `assign`/`unassign` (numeric code lost, see the pitfalls notes §5), and `{message, code}` objects.
+ * `assign`/`unassign` (numeric code lost: docs/binding-behaviours.md, "Assignment calls and their
+ * errors"), and `{message, code}` objects.
  * @internal
  */
 export function toKafkaError(err: unknown, context: string): KafkaClientError {
@@ -213,7 +214,7 @@ function nativeErr2str(): ((code: number) => string) | undefined {
 }
 
 /**
- * node-rdkafka's `event.error` loses the numeric code (it is always -1, see the pitfalls notes):
+ * node-rdkafka's `event.error` loses the numeric code (it is always -1; docs/binding-behaviours.md, "Client errors"):
  * only librdkafka's description survives, in the stack's first line ("Error: Local: Authentication
  * failure") and, cut at the second colon and lower-cased, in `message`. Recover the code from it.
  */

@@ -5,8 +5,9 @@
  * releases partitions without ever touching a newer assignment.
  *
  * librdkafka waits for the application's (incremental_)assign / unassign call in each callback
- * (pitfall 3): an assignment whose start offsets are being looked up is "pending" until then, and
- * a revoke or a close answers it first, so librdkafka never waits for it forever.
+ * (docs/binding-behaviours.md, "Deferred unassign"): an assignment whose start offsets are being
+ * looked up is "pending" until then, and a revoke or a close answers it first, so librdkafka never
+ * waits for it forever.
  */
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../config';
@@ -378,7 +379,7 @@ export class RebalanceCoordinator {
     const controls = assignments.of(partitions);
 
     if (stage === 'disconnecting') {
-      // The final revoke fired by disconnect(): only unassign works now (pitfall 11).
+      // The final revoke fired by disconnect(): only unassign works now (docs/binding-behaviours.md, "Closing").
       this.endUnrevoked(
         controls,
         'the consumer disconnected before the partition was released (close deadline)',
