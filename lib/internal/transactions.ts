@@ -33,6 +33,8 @@
  *   poison and `onFailure` applies: `stop` (a TransactionError naming the input and the output
  *   topic) or `skip` (it counts with no output, a `message-skipped` event says so). See
  *   input-faults.ts.
+ * - An abort gets at least `commitTimeoutMs` (the failed commit may have used up its own deadline)
+ *   and is resumed while it times out, up to the transaction's deadline.
  * - A fenced producer (another instance took the transactional.id) or any fatal error stops the
  *   consumer with a ProducerFencedError / TransactionError; the broker aborts what was open.
  */
@@ -662,8 +664,19 @@ export class Transactions implements OffsetCommits {
       this.poisoned.add(c);
       this.writer.drop(c);
     }
+    // The abort gets its own budget: the commit that failed has often used up its deadline (its
+    // sendOffsetsToTransaction retried, or held by a coordinator that did not answer). One that
+    // timed out goes on in librdkafka's background and is resumed by calling it again, as long as
+    // the transaction can still end before the broker aborts it by itself; a close bounds it.
+    const start = Date.now();
+    const until = Math.max(
+      deadline,
+      start + this.settings.commitTimeoutMs,
+      this.deadlineOf(txn, start),
+    );
+    const abortBy = (): number => Math.max(Math.min(until, this.closeBy), start + 1000);
     try {
-      await this.retrying((t) => this.producer.abort(t), Math.max(deadline, Date.now() + 1000));
+      await this.retrying((t) => this.producer.abort(t), abortBy);
     } catch (err) {
       this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
       return;
