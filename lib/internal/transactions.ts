@@ -34,7 +34,11 @@
  *   topic) or `skip` (it counts with no output, a `message-skipped` event says so). See
  *   input-faults.ts.
  * - An abort gets at least `commitTimeoutMs` (the failed commit may have used up its own deadline)
- *   and is resumed while it times out, up to the transaction's deadline.
+ *   and is resumed while it times out, up to the transaction's deadline. One librdkafka refuses
+ *   fatally (INVALID_TXN_STATE: the coordinator never registered the transaction) for a transaction
+ *   no commitTransaction was called for recreates the producer with the same transactional.id
+ *   (initTransactions fences the old epoch, the broker aborts what it registered), then rewinds as
+ *   after an abort.
  * - A fenced producer (another instance took the transactional.id) or any fatal error stops the
  *   consumer with a ProducerFencedError / TransactionError; the broker aborts what was open.
  */
@@ -137,6 +141,8 @@ export class Transactions implements OffsetCommits {
   private readonly writer: TransactionWriter;
   /** Streams whose work was aborted: their later results never count. */
   private readonly poisoned = new WeakSet<PartitionControl>();
+  /** Transactions a commitTransaction was called for (its EndTxn may have reached the broker). */
+  private readonly commitSent = new WeakSet<TransactionWork>();
   /** Streams whose revoke's final commit has begun: nothing more of them is written. */
   private readonly sealed = new WeakSet<PartitionControl>();
   /** The start, a commit or an abort in flight (one at a time). */
@@ -152,6 +158,7 @@ export class Transactions implements OffsetCommits {
     abortedRecords: 0,
     refusedRecords: 0,
     skippedInputs: 0,
+    recreatedProducers: 0,
   };
   /** Inputs whose output records were refused (suspects and poison). */
   private readonly faults = new InputFaults();
@@ -550,6 +557,7 @@ export class Transactions implements OffsetCommits {
         Math.max(deadline, this.revokeHoldBy?.() ?? Infinity),
         this.closeBy,
       );
+    this.commitSent.add(txn);
     try {
       await this.retrying((t) => this.producer.commit(t), resumeBy);
     } catch (err) {
@@ -678,8 +686,10 @@ export class Transactions implements OffsetCommits {
     try {
       await this.retrying((t) => this.producer.abort(t), abortBy);
     } catch (err) {
-      this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
-      return;
+      if (!(await this.recreate(txn, err, reason))) {
+        this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
+        return;
+      }
     }
     this.counts.aborted += 1;
     this.counts.abortedMessages += txn.messages;
@@ -706,6 +716,40 @@ export class Transactions implements OffsetCommits {
         });
     }
     await this.beginNext();
+  }
+
+  /**
+   * librdkafka refused the abort of `txn` with a fatal error that is not a fencing: typically
+   * INVALID_TXN_STATE, the coordinator's answer to an EndTxn(abort) for a transaction it never
+   * registered (its AddPartitionsToTxn / AddOffsetsToTxn went to a coordinator that stopped
+   * answering and lost the role; the new one still holds the previous transaction, committed).
+   * When no commitTransaction of `txn` was ever called (no EndTxn(commit) of it can have reached
+   * the coordinator, so the broker cannot commit it), the native producer is recreated with the
+   * same transactional.id: its initTransactions fences the old epoch and has the broker abort
+   * whatever of `txn` it registered; the caller then rewinds its partitions as after an abort.
+   * True when the new producer is ready.
+   */
+  private async recreate(txn: TransactionWork, err: unknown, reason: string): Promise<boolean> {
+    const failure = err instanceof TxnCallError ? err.failure : undefined;
+    if (failure?.kind !== 'fatal' || this.commitSent.has(txn) || this.closing !== undefined) {
+      return false;
+    }
+    this.logger.warn(
+      { err, reason },
+      'librdkafka refused the abort with a fatal error, and no commit of this transaction was ever sent: recreating the transactional producer with the same transactional.id (its initTransactions fences the old one and the broker aborts what it registered); the transaction counts as aborted, its inputs are redone',
+    );
+    try {
+      await this.producer.recreate(
+        Math.min(this.settings.commitTimeoutMs, 5000),
+        this.settings.connectTimeoutMs,
+        Math.max(this.settings.connectTimeoutMs, this.options.transactionTimeoutMs),
+      );
+    } catch (e) {
+      this.logger.error({ err: e }, 'the transactional producer could not be recreated');
+      return false;
+    }
+    this.counts.recreatedProducers += 1;
+    return true;
   }
 
   /**
