@@ -20,6 +20,7 @@ const one = (m: KafkaMessage): OutputRecord[] => [
 const ERR_TIMED_OUT = -185;
 const ERR_ILLEGAL_GENERATION = 22;
 const ERR_INVALID_TXN_STATE = 48;
+const ERR_OUT_OF_ORDER_SEQUENCE = 45;
 
 describe('processTransactional(): the abort after a failed commit', () => {
   const subs: Subscription[] = [];
@@ -131,6 +132,47 @@ describe('processTransactional(): the abort after a failed commit', () => {
       'redone by the new producer, each output committed once',
     );
     assert.equal(s.consumer.metrics().transactions?.aborted, 1);
+  });
+
+  it('recreates the transactional producer when sendOffsetsToTransaction fails fatally (not fenced: a sequence desynchronization after a leader change) before any commitTransaction of the transaction: redone and committed once', async () => {
+    let failing = true;
+    const s = transactionalHarness(
+      {
+        // librdkafka in its fatal state answers every transactional call with the fatal error.
+        plan: (op: TxnOp) => {
+          if (!failing) return undefined;
+          if (op === 'send') return { code: ERR_OUT_OF_ORDER_SEQUENCE, fatal: true };
+          if (op === 'abort') {
+            failing = false;
+            return { code: ERR_OUT_OF_ORDER_SEQUENCE, fatal: true };
+          }
+          return undefined;
+        },
+      },
+      { commitTimeoutMs: 300 },
+    );
+    let error: unknown;
+    subs.push(
+      s.consumer
+        .processTransactional(one, {
+          transactionalId: 'tx-recover-send',
+          maxMs: 50,
+          producerConfig: { 'transaction.timeout.ms': 6000 },
+        })
+        .subscribe({ error: (e: unknown) => (error = e) }),
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 4 || error !== undefined, '0..3 committed', 10_000);
+    assert.equal(error, undefined, String(error));
+    assert.equal(s.producers().length, 2, 'recreated once');
+    assert.ok(s.producers()[0]!.fenced);
+    assert.deepEqual(
+      s.producers().flatMap((p) => p.committed.map((r) => String(r.value))),
+      ['0:0', '0:1', '0:2', '0:3'],
+    );
+    assert.equal(s.consumer.metrics().transactions?.recreatedProducers, 1);
   });
 
   it('stops (no recreation) when the abort is refused fatally after a commitTransaction was sent: its EndTxn may have reached the coordinator, so the transaction may commit', async () => {

@@ -644,7 +644,17 @@ export class Transactions implements OffsetCommits {
     this.host.observer().commit(kind, tpos, Date.now() - sentAt, err);
     const failure = err instanceof TxnCallError ? err.failure : undefined;
     const reason = err instanceof Error ? err.message : String(err);
-    if (failure === undefined || failure.kind === 'fenced' || failure.kind === 'fatal') {
+    // A fatal error (not a fencing) before any commitTransaction of the transaction: the broker
+    // cannot commit it, so abort() (which librdkafka refuses with the same fatal error) recreates
+    // the producer and rewinds. Once a commitTransaction was called, its EndTxn may have reached
+    // the coordinator: stop.
+    const recoverable =
+      failure?.kind === 'fatal' && !this.commitSent.has(txn) && this.closing === undefined;
+    if (
+      failure === undefined ||
+      failure.kind === 'fenced' ||
+      (failure.kind === 'fatal' && !recoverable)
+    ) {
       this.fatal(err, 'the transaction could not be committed');
       return failed(reason, txn);
     }
@@ -653,7 +663,8 @@ export class Transactions implements OffsetCommits {
       'transaction commit failed: aborting it (its records are never visible; its inputs are redone)',
     );
     this.state = { kind: 'open' }; // abort() takes it from here
-    await this.abort(txn, reason, deadline, true);
+    // After a fatal error the records' delivery reports carry it: they blame no input.
+    await this.abort(txn, reason, deadline, !recoverable);
     return failed(reason, txn, OWNERSHIP_LOST_CODES.has(failure.error.kafkaCode));
   }
 
