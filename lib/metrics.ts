@@ -202,6 +202,11 @@ export interface TransactionMetrics {
   readonly refusedRecords: number;
   /** Inputs skipped (`onFailure: 'skip'`) because an output record of theirs kept being refused. */
   readonly skippedInputs: number;
+  /**
+   * Transactional producers recreated with the same transactional.id after librdkafka refused an
+   * abort fatally (not a fencing) for a transaction no commit of which was ever sent.
+   */
+  readonly recreatedProducers: number;
   /** The transactional producer now. */
   readonly state: 'starting' | 'open' | 'committing' | 'aborting' | 'failed' | 'closed';
   /** Commit requested → confirmed. */

@@ -314,6 +314,12 @@ function create(prom: Prom, registry: PromClient.Registry, p: string): Shared {
     [],
     (t) => [[{}, t.skippedInputs]],
   );
+  transactionCounter(
+    'transaction_producers_recreated_total',
+    'Transactional producers recreated with the same transactional.id after librdkafka refused an abort fatally (processTransactional()).',
+    [],
+    (t) => [[{}, t.recreatedProducers]],
+  );
   counter(
     'rebalances_total',
     'Rebalance outcomes: assigned, revoked (drained, committed, released) or lost.',

@@ -82,19 +82,19 @@ export class TxnCallError extends Error {
 const POLL_INTERVAL_MS = 50;
 
 export class TransactionalProducer {
-  private readonly producer: RdKafkaTransactionalProducer;
+  private producer: RdKafkaTransactionalProducer;
   /** Where each record's delivery report goes (with the opaque produce() was given). */
   onDelivery: DeliveryListener = () => undefined;
 
   constructor(
     readonly transactionalId: string,
-    config: Record<string, unknown>,
+    private readonly config: Record<string, unknown>,
     private readonly onError: (err: KafkaClientError) => void,
-    factory: TransactionalProducerFactory = defaultTransactionalProducerFactory,
+    private readonly factory: TransactionalProducerFactory = defaultTransactionalProducerFactory,
   ) {
     try {
       // Delivery reports name the record the broker refused (the commit's error does not).
-      this.producer = factory({ ...config, dr_cb: true });
+      this.producer = this.create();
     } catch (err) {
       const e = translateLibrdkafkaConfigError(err);
       throw Object.assign(e, {
@@ -102,15 +102,38 @@ export class TransactionalProducer {
         key: `producerConfig.${e.key}`,
       });
     }
-    this.producer.on('event.error', (err) => {
+  }
+
+  /** A native producer of this transactional.id, its errors and delivery reports wired. */
+  private create(): RdKafkaTransactionalProducer {
+    const producer = this.factory({ ...this.config, dr_cb: true });
+    producer.on('event.error', (err) => {
       this.onError(toKafkaError(err, 'transactional producer error'));
     });
-    this.producer.on('delivery-report', (err, report) => {
+    producer.on('delivery-report', (err, report) => {
       this.onDelivery(
         err ? toKafkaError(err, 'delivery failed') : undefined,
         (report as { opaque?: unknown } | undefined)?.opaque,
       );
     });
+    return producer;
+  }
+
+  /**
+   * Replaces a native producer librdkafka put in a fatal state by a new one of the same
+   * transactional.id: the old one is disconnected (bounded by `closeWaitMs`), the new one connects
+   * and initTransactions, which bumps the epoch: the broker fences the old producer and aborts the
+   * transaction it had open (or lets one already being committed finish first).
+   */
+  async recreate(
+    closeWaitMs: number,
+    connectTimeoutMs: number,
+    initTimeoutMs: number,
+  ): Promise<void> {
+    await this.close(closeWaitMs);
+    this.producer = this.create();
+    await this.connect(connectTimeoutMs);
+    await this.init(initTimeoutMs);
   }
 
   /** Connects (bounded by `connectTimeoutMs`). */

@@ -33,6 +33,12 @@
  *   poison and `onFailure` applies: `stop` (a TransactionError naming the input and the output
  *   topic) or `skip` (it counts with no output, a `message-skipped` event says so). See
  *   input-faults.ts.
+ * - An abort gets at least `commitTimeoutMs` (the failed commit may have used up its own deadline)
+ *   and is resumed while it times out, up to the transaction's deadline. One librdkafka refuses
+ *   fatally (INVALID_TXN_STATE: the coordinator never registered the transaction) for a transaction
+ *   no commitTransaction was called for recreates the producer with the same transactional.id
+ *   (initTransactions fences the old epoch, the broker aborts what it registered), then rewinds as
+ *   after an abort.
  * - A fenced producer (another instance took the transactional.id) or any fatal error stops the
  *   consumer with a ProducerFencedError / TransactionError; the broker aborts what was open.
  */
@@ -141,6 +147,8 @@ export class Transactions implements OffsetCommits {
   private readonly writer: TransactionWriter;
   /** Streams whose work was aborted: their later results never count. */
   private readonly poisoned = new WeakSet<PartitionControl>();
+  /** Transactions a commitTransaction was called for (its EndTxn may have reached the broker). */
+  private readonly commitSent = new WeakSet<TransactionWork>();
   /** Streams whose revoke's final commit has begun: nothing more of them is written. */
   private readonly sealed = new WeakSet<PartitionControl>();
   /** The start, a commit or an abort in flight (one at a time). */
@@ -156,6 +164,7 @@ export class Transactions implements OffsetCommits {
     abortedRecords: 0,
     refusedRecords: 0,
     skippedInputs: 0,
+    recreatedProducers: 0,
   };
   /** Inputs whose output records were refused (suspects and poison). */
   private readonly faults = new InputFaults();
@@ -580,6 +589,7 @@ export class Transactions implements OffsetCommits {
     // for it must release its partitions sooner.
     const resumeBy = (): number =>
       Math.min(this.deadlineOf(txn, sentAt), Math.max(deadline, this.revokeHoldBy()), this.closeBy);
+    this.commitSent.add(txn);
     try {
       await this.retrying((t) => this.producer.commit(t), resumeBy);
     } catch (err) {
@@ -672,7 +682,20 @@ export class Transactions implements OffsetCommits {
     this.host.observer().commit(kind, tpos, Date.now() - sentAt, err);
     const failure = err instanceof TxnCallError ? err.failure : undefined;
     const reason = err instanceof Error ? err.message : String(err);
-    if (failure === undefined || failure.kind === 'fenced' || failure.kind === 'fatal') {
+    // A fatal error (not a fencing) before any commitTransaction of the transaction: the broker
+    // cannot commit it, so abort() (which librdkafka refuses with the same fatal error) recreates
+    // the producer and rewinds. Once a commitTransaction was called, its EndTxn may have reached
+    // the coordinator: stop.
+    const recoverable =
+      failure?.kind === 'fatal' &&
+      !this.commitSent.has(txn) &&
+      this.closing === undefined &&
+      this.closeBy === Infinity;
+    if (
+      failure === undefined ||
+      failure.kind === 'fenced' ||
+      (failure.kind === 'fatal' && !recoverable)
+    ) {
       this.fatal(err, 'the transaction could not be committed');
       return failed(reason, txn);
     }
@@ -681,7 +704,8 @@ export class Transactions implements OffsetCommits {
       'transaction commit failed: aborting it (its records are never visible; its inputs are redone)',
     );
     this.state = { kind: 'open' }; // abort() takes it from here
-    await this.abort(txn, reason, deadline, true);
+    // After a fatal error the records' delivery reports carry it: they blame no input.
+    await this.abort(txn, reason, deadline, !recoverable);
     return failed(reason, txn, OWNERSHIP_LOST_CODES.has(failure.error.kafkaCode));
   }
 
@@ -700,15 +724,23 @@ export class Transactions implements OffsetCommits {
       this.poisoned.add(c);
       this.writer.drop(c);
     }
+    // The abort gets its own budget: the commit that failed has often used up its deadline (its
+    // sendOffsetsToTransaction retried, or held by a coordinator that did not answer). One that
+    // timed out goes on in librdkafka's background and is resumed by calling it again, as long as
+    // the transaction can still end before the broker aborts it by itself; a close bounds it.
+    const start = Date.now();
+    const until = Math.max(
+      deadline,
+      start + this.settings.commitTimeoutMs,
+      this.deadlineOf(txn, start),
+    );
+    // A close, or a revoke that must release its partitions, bounds it — to no less than a second:
+    // an abort that did not happen leaves the outputs blocked for read_committed readers until
+    // transaction.timeout.ms.
+    const abortBy = (): number =>
+      Math.max(Math.min(until, this.closeBy, this.revokeHoldBy()), start + 1000);
     try {
-      // At least a second, even past a close's deadline: an abort that did not happen leaves the
-      // outputs blocked for read_committed readers until transaction.timeout.ms.
-      const startedAt = Date.now();
-      const by = Math.max(deadline, startedAt + 1000);
-      await this.retrying(
-        (t) => this.producer.abort(t),
-        () => Math.min(by, Math.max(this.closeBy, startedAt + 1000)),
-      );
+      await this.retrying((t) => this.producer.abort(t), abortBy);
     } catch (err) {
       if (this.closeBy !== Infinity && Date.now() >= this.closeBy) {
         this.state = { kind: 'failed', error: err instanceof Error ? err : new Error(String(err)) };
@@ -718,8 +750,10 @@ export class Transactions implements OffsetCommits {
         );
         return;
       }
-      this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
-      return;
+      if (!(await this.recreate(txn, err, reason))) {
+        this.fatal(err, `the transaction could not be aborted (aborting because ${reason})`);
+        return;
+      }
     }
     this.counts.aborted += 1;
     this.counts.abortedMessages += txn.messages;
@@ -746,6 +780,41 @@ export class Transactions implements OffsetCommits {
         });
     }
     await this.beginNext();
+  }
+
+  /**
+   * librdkafka refused the abort of `txn` with a fatal error that is not a fencing: typically
+   * INVALID_TXN_STATE, the coordinator's answer to an EndTxn(abort) for a transaction it never
+   * registered (its AddPartitionsToTxn / AddOffsetsToTxn went to a coordinator that stopped
+   * answering and lost the role; the new one still holds the previous transaction, committed).
+   * When no commitTransaction of `txn` was ever called (no EndTxn(commit) of it can have reached
+   * the coordinator, so the broker cannot commit it), the native producer is recreated with the
+   * same transactional.id: its initTransactions fences the old epoch and has the broker abort
+   * whatever of `txn` it registered; the caller then rewinds its partitions as after an abort.
+   * True when the new producer is ready.
+   */
+  private async recreate(txn: TransactionWork, err: unknown, reason: string): Promise<boolean> {
+    const failure = err instanceof TxnCallError ? err.failure : undefined;
+    const closing = this.closing !== undefined || this.closeBy !== Infinity;
+    if (failure?.kind !== 'fatal' || this.commitSent.has(txn) || closing) {
+      return false;
+    }
+    this.logger.warn(
+      { err, reason },
+      'librdkafka refused the abort with a fatal error, and no commit of this transaction was ever sent: recreating the transactional producer with the same transactional.id (its initTransactions fences the old one and the broker aborts what it registered); the transaction counts as aborted, its inputs are redone',
+    );
+    try {
+      await this.producer.recreate(
+        Math.min(this.settings.commitTimeoutMs, 5000),
+        this.settings.connectTimeoutMs,
+        Math.max(this.settings.connectTimeoutMs, this.options.transactionTimeoutMs),
+      );
+    } catch (e) {
+      this.logger.error({ err: e }, 'the transactional producer could not be recreated');
+      return false;
+    }
+    this.counts.recreatedProducers += 1;
+    return true;
   }
 
   /**

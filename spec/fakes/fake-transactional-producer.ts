@@ -66,6 +66,7 @@ export interface FakeTxnOptions {
 
 const ERR_PURGE_QUEUE = -152;
 const ERR_INVALID_PRODUCER_EPOCH = 47;
+const ERR_PRODUCER_FENCED = 90;
 
 /** The broker's view of one transaction. */
 export interface FakeTxn {
@@ -167,8 +168,9 @@ export class FakeTransactionalProducer extends EventEmitter {
     failed?: (failure: TxnFailurePlan) => void,
   ): void {
     const expired = (op === 'send' || op === 'commit') && this.expire();
-    const failure: TxnFailurePlan | undefined =
-      this.resumable !== undefined && this.resumable !== op
+    const failure: TxnFailurePlan | undefined = this.fenced
+      ? { code: ERR_PRODUCER_FENCED, fatal: true }
+      : this.resumable !== undefined && this.resumable !== op
         ? { code: ERR_CONFLICT, retriable: true }
         : expired
           ? { code: ERR_INVALID_PRODUCER_EPOCH, abortable: true }
@@ -231,8 +233,25 @@ export class FakeTransactionalProducer extends EventEmitter {
   initTransactions(_timeout: number, cb: (err: unknown) => void): void {
     this.answer('init', cb, () => {
       this.initialised = true;
+      this.emit('initialised');
     });
   }
+
+  /**
+   * Another producer of the same transactional.id initialised (InitProducerId bumped the epoch):
+   * the broker aborts what this one had open, and every later call of this one fails fenced.
+   */
+  fence(): void {
+    if (this.current !== undefined && this.current.outcome === 'open') {
+      this.current.outcome = 'aborted';
+    }
+    this.current = undefined;
+    this.resumable = undefined;
+    this.fenced = true;
+  }
+
+  /** Fenced by a newer producer of the same transactional.id (see fence()). */
+  fenced = false;
 
   beginTransaction(cb: (err: unknown) => void): void {
     if (!this.initialised) throw new Error('begin before init');
@@ -389,12 +408,26 @@ export class FakeTransactionalProducer extends EventEmitter {
 export function fakeTransactionalProducerFactory(
   consumer: () => ConsumerLike,
   options: FakeTxnOptions = {},
-): { factory: (g: Record<string, unknown>) => never; producer: () => FakeTransactionalProducer } {
+): {
+  factory: (g: Record<string, unknown>) => never;
+  producer: () => FakeTransactionalProducer;
+  producers: () => FakeTransactionalProducer[];
+} {
   let created: FakeTransactionalProducer | undefined;
+  const all: FakeTransactionalProducer[] = [];
   return {
     factory: (g) => {
       const p = new FakeTransactionalProducer(g, options);
-      consumer().pendingTxnOffsets = (k) => p.hasPendingOffsets(k);
+      consumer().pendingTxnOffsets = (k) => all.some((x) => x.hasPendingOffsets(k));
+      // The broker is shared: a newer producer of the same transactional.id fences the older ones.
+      p.on('initialised', () => {
+        for (const older of all) {
+          if (older !== p && older.config['transactional.id'] === g['transactional.id']) {
+            older.fence();
+          }
+        }
+      });
+      all.push(p);
       p.on('committed', (txn: FakeTxn) => {
         const commits = consumer().commits;
         for (const o of txn.offsets) commits.set(`${o.topic}[${o.partition}]`, o.offset);
@@ -406,5 +439,7 @@ export function fakeTransactionalProducerFactory(
       if (!created) throw new Error('no transactional producer created yet');
       return created;
     },
+    /** Every producer created, oldest first (a recovery recreates it). */
+    producers: () => [...all],
   };
 }

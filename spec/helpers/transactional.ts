@@ -14,7 +14,7 @@ export function transactionalHarness(
   const p = fakeTransactionalProducerFactory(() => box.fake!(), txn);
   const h = harness(options, fakeOptions, { transactionalProducerFactory: p.factory as never });
   box.fake = h.fake;
-  return { ...h, producer: p.producer };
+  return { ...h, producer: p.producer, producers: p.producers };
 }
 
 export type TransactionalHarness = ReturnType<typeof transactionalHarness>;
