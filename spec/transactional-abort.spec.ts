@@ -134,6 +134,52 @@ describe('processTransactional(): the abort after a failed commit', () => {
     assert.equal(s.consumer.metrics().transactions?.aborted, 1);
   });
 
+  it('recreates the transactional producer when the abort keeps timing out until the transaction’s deadline (records stuck towards a frozen leader) and no commit of it was ever sent: redone and committed once, no stop', async () => {
+    let failing = true;
+    const s = transactionalHarness(
+      {
+        plan: (op: TxnOp) => {
+          if (!failing) return undefined;
+          if (op === 'send') return { code: ERR_TIMED_OUT, abortable: true, afterTimeout: true };
+          // The abort's flush never ends: every call times out (resumable) until the deadline.
+          if (op === 'abort') return { code: ERR_TIMED_OUT, retriable: true, afterTimeout: true };
+          return undefined;
+        },
+      },
+      { commitTimeoutMs: 300 },
+    );
+    let error: unknown;
+    subs.push(
+      s.consumer
+        .processTransactional(one, {
+          transactionalId: 'tx-abort-stuck',
+          maxMs: 50,
+          producerConfig: { 'transaction.timeout.ms': 3000 },
+        })
+        .subscribe({ error: (e: unknown) => (error = e) }),
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 4);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.producers().length === 2 || error !== undefined, 'recreated', 10_000);
+    failing = false;
+    await until(() => committed(s, 0) === 4 || error !== undefined, '0..3 committed', 10_000);
+    assert.equal(error, undefined, String(error));
+    const [old] = s.producers();
+    assert.ok(old?.calls.includes('disconnect'), 'the old producer is disconnected');
+    assert.notEqual(
+      old?.transactions[0]?.outcome,
+      'committed',
+      'the stuck transaction never commits',
+    );
+    assert.deepEqual(
+      s.producers().flatMap((p) => p.committed.map((r) => String(r.value))),
+      ['0:0', '0:1', '0:2', '0:3'],
+      'redone by the new producer, each output committed once',
+    );
+    assert.equal(s.consumer.metrics().transactions?.recreatedProducers, 1);
+  });
+
   it('recreates the transactional producer when sendOffsetsToTransaction fails fatally (not fenced: a sequence desynchronization after a leader change) before any commitTransaction of the transaction: redone and committed once', async () => {
     let failing = true;
     const s = transactionalHarness(

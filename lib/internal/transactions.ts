@@ -783,11 +783,13 @@ export class Transactions implements OffsetCommits {
   }
 
   /**
-   * librdkafka refused the abort of `txn` with a fatal error that is not a fencing: typically
-   * INVALID_TXN_STATE, the coordinator's answer to an EndTxn(abort) for a transaction it never
-   * registered (its AddPartitionsToTxn / AddOffsetsToTxn went to a coordinator that stopped
-   * answering and lost the role; the new one still holds the previous transaction, committed).
-   * When no commitTransaction of `txn` was ever called (no EndTxn(commit) of it can have reached
+   * The abort of `txn` failed for good: librdkafka refused it with a fatal error that is not a
+   * fencing (typically INVALID_TXN_STATE, the coordinator's answer to an EndTxn(abort) for a
+   * transaction it never registered: its AddPartitionsToTxn / AddOffsetsToTxn went to a
+   * coordinator that stopped answering and lost the role; the new one still holds the previous
+   * transaction, committed), or it kept timing out until the transaction's deadline (its flush
+   * waits for records sent to a leader that stopped answering; the broker aborts the transaction
+   * at its timeout). When no commitTransaction of `txn` was ever called (no EndTxn(commit) of it can have reached
    * the coordinator, so the broker cannot commit it), the native producer is recreated with the
    * same transactional.id: its initTransactions fences the old epoch and has the broker abort
    * whatever of `txn` it registered; the caller then rewinds its partitions as after an abort.
@@ -796,12 +798,11 @@ export class Transactions implements OffsetCommits {
   private async recreate(txn: TransactionWork, err: unknown, reason: string): Promise<boolean> {
     const failure = err instanceof TxnCallError ? err.failure : undefined;
     const closing = this.closing !== undefined || this.closeBy !== Infinity;
-    if (failure?.kind !== 'fatal' || this.commitSent.has(txn) || closing) {
-      return false;
-    }
+    const gaveUp = failure?.kind === 'fatal' || failure?.kind === 'retriable';
+    if (!gaveUp || this.commitSent.has(txn) || closing) return false;
     this.logger.warn(
       { err, reason },
-      'librdkafka refused the abort with a fatal error, and no commit of this transaction was ever sent: recreating the transactional producer with the same transactional.id (its initTransactions fences the old one and the broker aborts what it registered); the transaction counts as aborted, its inputs are redone',
+      'the abort failed for good (refused fatally, or timing out until the transaction deadline), and no commit of this transaction was ever sent: recreating the transactional producer with the same transactional.id (its initTransactions fences the old one and the broker aborts what it registered); the transaction counts as aborted, its inputs are redone',
     );
     try {
       await this.producer.recreate(
