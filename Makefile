@@ -13,8 +13,6 @@ MOCHA := node_modules/.bin/mocha
 # 9092 is taken. The tests talk to it unless KAFKA_BROKERS names an external cluster.
 KAFKA_PORT_BASE ?= 9092
 export KAFKA_PORT_BASE
-KAFKA_NODE2_PORT := $(shell echo $$(( $(KAFKA_PORT_BASE) + 10 )))
-KAFKA_NODE3_PORT := $(shell echo $$(( $(KAFKA_PORT_BASE) + 20 )))
 ifndef KAFKA_BROKERS
 KAFKA_BROKERS_TEST ?= 127.0.0.1:$(KAFKA_PORT_BASE)
 export KAFKA_BROKERS_TEST
@@ -37,9 +35,17 @@ install: $(NPM_STAMP) ## Install system build deps (apt) and npm deps, check lib
 check-native: $(NPM_STAMP) ## Fail unless librdkafka has zstd, lz4, SSL and SASL/SCRAM (the broker tests need them)
 	node scripts/check-native.mjs
 
-.PHONY: build
-build: $(NPM_STAMP) ## Compile lib/ to dist/ (CJS + ESM wrapper + types)
+# dist/ is rebuilt only when its inputs changed, so that suites running at once (make test) never
+# rebuild it under each other.
+BUILD_STAMP := dist/.build-stamp
+BUILD_INPUTS := $(shell find lib -name '*.ts') package.json tsconfig.json $(wildcard tsconfig.*.json) scripts/build.mjs
+
+$(BUILD_STAMP): $(NPM_STAMP) $(BUILD_INPUTS)
 	node scripts/build.mjs
+	touch $@
+
+.PHONY: build
+build: $(BUILD_STAMP) ## Compile lib/ to dist/ (CJS + ESM wrapper + types)
 
 .PHONY: lint
 lint: $(NPM_STAMP) ## ESLint, Prettier and the TypeScript type check
@@ -55,6 +61,10 @@ test-unit: $(NPM_STAMP) ## Unit tests (no broker)
 kafka-up: ## Start Kafka: KAFKA_BROKERS if set, else Docker if it answers, else Maven jars (KAFKA_NODES=1|3)
 	$(KAFKA) up
 
+.PHONY: kafka-fetch
+kafka-fetch: ## Fetch the broker jars from Maven Central and compile kafka.sh's helpers (once; cached)
+	$(KAFKA) fetch
+
 .PHONY: kafka-down
 kafka-down: ## Stop the Kafka started by kafka-up
 	$(KAFKA) down
@@ -65,34 +75,55 @@ reset-kafka: ## Stop Kafka, wipe its data, start it again (an empty one-node clu
 
 .PHONY: test-integration
 test-integration: check-native build reset-kafka ## Integration tests against a real broker
-	rm -rf $(TEST_OUTPUT)
-	$(MOCHA) --config .mocharc.integration.json || { node scripts/test-output-digest.mjs $(TEST_OUTPUT); exit 1; }
-	rm -rf $(TEST_OUTPUT)
+	rm -rf $(TEST_OUTPUT)/integration
+	TEST_OUTPUT_DIR=$(TEST_OUTPUT)/integration $(MOCHA) --config .mocharc.integration.json || \
+		{ node scripts/test-output-digest.mjs $(TEST_OUTPUT)/integration; exit 1; }
+	rm -rf $(TEST_OUTPUT)/integration
 
 .PHONY: test-package
 test-package: $(NPM_STAMP) ## npm pack from a clean clone, publint, attw, then import/require/type-check the tarball
 	bash scripts/test-package.sh
 
+# The chaos suites get clusters of their own (jar mode: they stop, freeze and restart brokers), on
+# ports above the shared broker's and in their own data directories, so that they can run at once
+# with each other and with the integration suite (make test does), and stop them when done.
+CHAOS_PORT_BASE := $(shell echo $$(( $(KAFKA_PORT_BASE) + 100 )))
+CHAOS3_PORT_BASE := $(shell echo $$(( $(KAFKA_PORT_BASE) + 200 )))
+CHAOS_KAFKA := KAFKA_MODE=jars KAFKA_NODES=1 KAFKA_PORT_BASE=$(CHAOS_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos $(KAFKA)
+CHAOS3_KAFKA := KAFKA_MODE=jars KAFKA_NODES=3 KAFKA_PORT_BASE=$(CHAOS3_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos3 $(KAFKA)
+
 .PHONY: test-rebalance
-test-rebalance: check-native build reset-kafka ## Rebalance chaos suite: graceful/crash/frozen/stuck on 1 broker, then a broker failure on 3
-	rm -rf $(TEST_OUTPUT)/chaos
-	$(MOCHA) --config .mocharc.chaos.json
-	$(MAKE) --no-print-directory test-rebalance-broker
-	rm -rf $(TEST_OUTPUT)/chaos
+test-rebalance: check-native build ## Rebalance chaos suites: graceful/crash/frozen/stuck on 1 broker and a broker failure on 3, at once
+	bash scripts/lanes.sh chaos=test-rebalance-local chaos3=test-rebalance-broker
+
+.PHONY: test-rebalance-local
+test-rebalance-local: check-native build ## Rebalance chaos on one broker (its own, or KAFKA_BROKERS): graceful, crash, frozen, stuck, exactly-once
+	rm -rf $(TEST_OUTPUT)/rebalance
+ifdef KAFKA_BROKERS
+	TEST_OUTPUT_DIR=$(TEST_OUTPUT)/rebalance $(MOCHA) --config .mocharc.chaos.json
+else
+	$(CHAOS_KAFKA) reset
+	rc=0; KAFKA_MODE=jars KAFKA_PORT_BASE=$(CHAOS_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos \
+		KAFKA_BROKERS_TEST=127.0.0.1:$(CHAOS_PORT_BASE) TEST_OUTPUT_DIR=$(TEST_OUTPUT)/rebalance \
+		$(MOCHA) --config .mocharc.chaos.json || rc=$$?; $(CHAOS_KAFKA) down; exit $$rc
+endif
+	rm -rf $(TEST_OUTPUT)/rebalance
 
 .PHONY: test-rebalance-broker
-test-rebalance-broker: check-native build ## Broker-failure chaos variant on a fresh three-node cluster
-	KAFKA_NODES=3 $(KAFKA) reset
-	KAFKA_BROKERS_TEST=127.0.0.1:$(KAFKA_PORT_BASE),127.0.0.1:$(KAFKA_NODE2_PORT),127.0.0.1:$(KAFKA_NODE3_PORT) KAFKA_REPLICATION_FACTOR=3 \
-		$(MOCHA) --config .mocharc.chaos-broker.json
-	KAFKA_NODES=1 $(KAFKA) reset
-	rm -rf $(TEST_OUTPUT)/chaos
+test-rebalance-broker: check-native build ## Broker-failure and coordinator-freeze chaos on a three-node cluster of its own
+	rm -rf $(TEST_OUTPUT)/rebalance-broker
+	$(CHAOS3_KAFKA) reset
+	rc=0; KAFKA_MODE=jars KAFKA_PORT_BASE=$(CHAOS3_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos3 \
+		KAFKA_BROKERS_TEST=127.0.0.1:$(CHAOS3_PORT_BASE),127.0.0.1:$$(($(CHAOS3_PORT_BASE) + 10)),127.0.0.1:$$(($(CHAOS3_PORT_BASE) + 20)) \
+		KAFKA_REPLICATION_FACTOR=3 TEST_OUTPUT_DIR=$(TEST_OUTPUT)/rebalance-broker \
+		$(MOCHA) --config .mocharc.chaos-broker.json || rc=$$?; $(CHAOS3_KAFKA) down; exit $$rc
+	rm -rf $(TEST_OUTPUT)/rebalance-broker
 
 .PHONY: test-rebalance-full
 test-rebalance-full: check-native build reset-kafka ## The chaos suite at taskbroker's scale (8 workers x 32 partitions x 100k messages x 16 restarts)
-	rm -rf $(TEST_OUTPUT)/chaos
-	CHAOS_SCALE=full $(MOCHA) --config .mocharc.chaos.json
-	rm -rf $(TEST_OUTPUT)/chaos
+	rm -rf $(TEST_OUTPUT)/rebalance-full
+	CHAOS_SCALE=full TEST_OUTPUT_DIR=$(TEST_OUTPUT)/rebalance-full $(MOCHA) --config .mocharc.chaos.json
+	rm -rf $(TEST_OUTPUT)/rebalance-full
 
 .PHONY: test
 test: ## Everything: lint, unit, packaging, demo, integration and chaos tests, bench smoke run; then the time per suite
@@ -132,7 +163,9 @@ test-bench: bench-quick ## bench-quick, then check that its report has a figure 
 .PHONY: clean
 clean: ## Remove build output, test output and broker data (stops the broker)
 	-$(KAFKA) down
-	rm -rf dist $(TEST_OUTPUT) integration/.kafka *.tgz bench/.results bench/.patched-rdkafka
+	-$(CHAOS_KAFKA) down
+	-$(CHAOS3_KAFKA) down
+	rm -rf dist $(TEST_OUTPUT) integration/.kafka integration/.kafka-chaos integration/.kafka-chaos3 *.tgz bench/.results bench/.patched-rdkafka
 
 .PHONY: demo
 demo: $(NPM_STAMP) ## Two consumers, rebalances under load, then a loss/duplicate count (embedded broker unless KAFKA_BROKERS)

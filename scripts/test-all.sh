@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
-# `make test`: every suite in turn, stopping at the first failure, then how long each took (also
-# after a failure, so a slow or hanging suite shows in the log's tail). Each step is a make target,
-# so a failure reproduces with the same command.
+# `make test`: install and build, then every suite in four lanes at once (scripts/lanes.sh): the
+# checks without a broker, the integration suite and the bench smoke run on the shared broker, and
+# the two chaos suites on clusters of their own. Each step is a make target, so a failure
+# reproduces with the same command. Ends with the time per suite (also after a failure, so a slow
+# or hanging suite shows in the log's tail).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-STEPS=(install lint test-unit test-package demo test-integration test-rebalance test-bench)
-names=() secs=()
-status=0
 total_start=$(date +%s)
-for step in "${STEPS[@]}"; do
-  start=$(date +%s)
-  make --no-print-directory "$step"
+secs_of() { printf '%dm %02ds' $(($1 / 60)) $(($1 % 60)); }
+
+start=$(date +%s)
+make --no-print-directory install build kafka-fetch
+status=$?
+setup=$(($(date +%s) - start))
+if ((status == 0)); then
+  bash scripts/lanes.sh \
+    checks=lint,test-unit,test-package,demo \
+    broker=test-integration,test-bench \
+    chaos=test-rebalance-local \
+    chaos3=test-rebalance-broker
   status=$?
-  names+=("$step")
-  secs+=($(($(date +%s) - start)))
-  ((status == 0)) || break
-done
+fi
 echo
-echo "make test: time per suite"
-for i in "${!names[@]}"; do
-  printf '  %-18s %3dm %02ds\n' "${names[$i]}" $((secs[i] / 60)) $((secs[i] % 60))
-done
-total=$(($(date +%s) - total_start))
-printf '  %-18s %3dm %02ds%s\n' total $((total / 60)) $((total % 60)) "$( ((status == 0)) || echo " (stopped: ${names[-1]} failed)")"
+echo "make test: install + build + broker jars $(secs_of "$setup"), total $(secs_of $(($(date +%s) - total_start)))$( ((status == 0)) || echo " (FAILED)")"
 exit "$status"

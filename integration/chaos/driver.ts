@@ -34,6 +34,7 @@ import {
   uniqueName,
 } from '../helpers/kafka';
 import { seededRandom } from '../helpers/random';
+import { workerArgs } from '../helpers/worker-bundle';
 import { MetadataProbe } from './coordinator';
 import type { CoordinatorLookup } from './coordinator';
 import { judgeDuplicates } from './duplicates';
@@ -326,7 +327,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
   const start = (slot: number, life: number, plan: LifePlan): WorkerRun => {
     const out = join(o.outDir, `worker-${slot}-${life}.out`);
     const log = join(o.outDir, `worker-${slot}-${life}.log`);
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+    const child = spawn(process.execPath, workerArgs(WORKER), {
       env: {
         ...process.env,
         CHAOS_BROKERS: BROKERS,

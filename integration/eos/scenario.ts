@@ -19,6 +19,8 @@ import {
   waitFor,
 } from '../helpers/kafka';
 import { protocolVariants } from '../chaos/protocols';
+import { OUTPUT_ROOT } from '../helpers/output';
+import { workerArgs } from '../helpers/worker-bundle';
 
 /** How many records an input gets: `fixed`, else 1–3 (the worker's rule). */
 export const fanOut = (offset: number, partition: number, fixed?: number): number =>
@@ -115,30 +117,26 @@ export function startWorker(
   writing: EosWriting = {},
   run: EosRun = {},
 ): EosWorker {
-  const dir = join('integration', '.test_output', 'eos');
+  const dir = join(OUTPUT_ROOT, 'eos');
   mkdirSync(dir, { recursive: true });
-  const proc = spawn(
-    process.execPath,
-    ['--import', 'tsx', join('integration', 'eos', 'worker.ts')],
-    {
-      env: {
-        ...process.env,
-        EOS_BROKERS: BROKERS,
-        EOS_GROUP: topics.group,
-        EOS_TOPIC: topics.input,
-        EOS_OUT_A: topics.outA,
-        EOS_OUT_B: topics.outB,
-        EOS_TXN_ID: `${topics.group}-${name}`,
-        EOS_NAME: name,
-        EOS_RUN: JSON.stringify(run),
-        ...(run.trace === undefined ? {} : { EOS_TRACE: run.trace }),
-        EOS_CONFIG: JSON.stringify(config),
-        EOS_WRITING: JSON.stringify(writing),
-        EOS_LOG: join(dir, `${topics.group}-${name}-${Date.now()}.log`),
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
+  const proc = spawn(process.execPath, workerArgs(join(__dirname, 'worker.ts')), {
+    env: {
+      ...process.env,
+      EOS_BROKERS: BROKERS,
+      EOS_GROUP: topics.group,
+      EOS_TOPIC: topics.input,
+      EOS_OUT_A: topics.outA,
+      EOS_OUT_B: topics.outB,
+      EOS_TXN_ID: `${topics.group}-${name}`,
+      EOS_NAME: name,
+      EOS_RUN: JSON.stringify(run),
+      ...(run.trace === undefined ? {} : { EOS_TRACE: run.trace }),
+      EOS_CONFIG: JSON.stringify(config),
+      EOS_WRITING: JSON.stringify(writing),
+      EOS_LOG: join(dir, `${topics.group}-${name}-${Date.now()}.log`),
     },
-  );
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
   const assigned = new Promise<void>((resolve) =>
     proc.stdout.on('data', (chunk: Buffer) => {

@@ -1,14 +1,18 @@
 /**
- * Per-test artefact folders under integration/.test_output/<test-name>/, removed when the test
- * passed and kept as evidence when it failed.
+ * Per-test artefact folders under integration/.test_output/<test-name>/ (or under TEST_OUTPUT_DIR:
+ * each make target gives its suite its own, so that suites running at once never remove each
+ * other's evidence), removed when the test passed and kept as evidence when it failed.
  */
 import { mkdirSync, rmSync, createWriteStream } from 'node:fs';
 import type { WriteStream } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import pino from 'pino';
 import type { Logger } from 'pino';
 
-export const OUTPUT_ROOT = join(__dirname, '..', '.test_output');
+export const OUTPUT_ROOT =
+  process.env.TEST_OUTPUT_DIR === undefined || process.env.TEST_OUTPUT_DIR === ''
+    ? join(__dirname, '..', '.test_output')
+    : resolve(process.env.TEST_OUTPUT_DIR);
 
 export interface TestOutput {
   /** The current test's folder (created on first use). */

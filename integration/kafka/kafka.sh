@@ -23,7 +23,7 @@ set_version() { # the jars of Kafka $1 live in $CACHE_DIR/libs
   LIBS=$CACHE_DIR/libs
 }
 set_version "${KAFKA_VERSION:-4.1.1}"
-DATA_DIR=$REPO_ROOT/integration/.kafka
+DATA_DIR=${KAFKA_DATA_DIR:-$REPO_ROOT/integration/.kafka} # one per cluster that runs at once
 STATE_FILE=$DATA_DIR/state
 COMPOSE_FILE=$REPO_ROOT/docker-compose.yml
 LOG4J_CONF=$SCRIPT_DIR/log4j2.properties
@@ -59,8 +59,10 @@ usage() {
   cat <<EOF
 usage: $PROG <command>
   up            start the test cluster (no-op when it already runs healthy)
-  down          stop it (idempotent; data and logs stay in integration/.kafka)
-  reset         down + wipe integration/.kafka + up (an empty cluster)
+  fetch         fetch the broker jars and compile the helpers (up does it too; run it once
+                before starting clusters at once, which would all fetch)
+  down          stop it (idempotent; data and logs stay in its data directory)
+  reset         down + wipe its data directory + up (an empty cluster)
   status        show nodes, ports, credentials and whether the cluster answers
   logs [N] [-f] [-n LINES]   show (or follow) the broker log(s)
   stop-node N   SIGKILL node N (jar mode)
@@ -79,6 +81,8 @@ usage: $PROG <command>
 env: KAFKA_BROKERS KAFKA_MODE KAFKA_NODES KAFKA_PORT_BASE KAFKA_SASL KAFKA_SASL_USER
      KAFKA_SASL_PASSWORD KAFKA_TLS KAFKA_OAUTH KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT KAFKA_VERSION
      KAFKA_CACHE_DIR KAFKA_HEAP_OPTS KAFKA_JVM_OPTS KAFKA_EXTRA_PROPS
+     KAFKA_DATA_DIR (default integration/.kafka; clusters that run at once need their own, and
+                    their own KAFKA_PORT_BASE)
 EOF
 }
 
@@ -914,18 +918,27 @@ cmd_smoke() { # KIP-848 consumer group round trip (+ the same over SASL/SCRAM)
   fi
 }
 
-lock() { # one mutating kafka.sh at a time per checkout (lock on this script file; needs flock)
+lock() { # one mutating kafka.sh at a time per cluster (data directory; needs flock), so that the
+  # clusters of suites running at once never wait on each other (a kill timed mid-revoke must land)
   command -v flock >/dev/null 2>&1 || return 0
-  exec 9<"$SCRIPT_DIR/kafka.sh"
-  flock -w 300 9 || die "another kafka.sh of this checkout holds the lock for 300 s"
+  mkdir -p "$DATA_DIR"
+  exec 9>>"$DATA_DIR/.lock"
+  flock -w 300 9 || die "another kafka.sh holds the lock of $DATA_DIR for 300 s"
+}
+
+cmd_fetch() { # the jars and the compiled helpers, once, before clusters start at once
+  check_java
+  ensure_jars
+  ensure_helpers
 }
 
 main() {
   local cmd=${1:-}
   (($#)) && shift
-  case $cmd in up | down | reset | stop-node | start-node | freeze-node | thaw-node) lock ;; esac
+  case $cmd in fetch | up | down | reset | stop-node | start-node | freeze-node | thaw-node) lock ;; esac
   case $cmd in
     up) cmd_up ;;
+    fetch) cmd_fetch ;;
     down) cmd_down ;;
     reset) cmd_reset ;;
     status) cmd_status ;;
