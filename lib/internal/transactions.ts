@@ -515,9 +515,7 @@ export class Transactions implements OffsetCommits {
     // The partly-written message may take half of what is left; the commit needs the rest.
     const unfinished =
       txn.partial !== undefined
-        ? await this.writer.finishPartial(
-            Date.now() + (Math.min(deadline, this.closeBy) - Date.now()) / 2,
-          )
+        ? await this.writer.finishPartial(Date.now() + (this.closeBound(deadline) - Date.now()) / 2)
         : txn.doomed;
     // A stream with work in it was lost or replaced while another commit or abort was in flight
     // (lost() could not abort then): its records must not be committed with any offset.
@@ -549,10 +547,7 @@ export class Transactions implements OffsetCommits {
     const sentLive = new Set(streams.filter(live));
     try {
       if (tpos.length > 0) {
-        await this.retrying(
-          (t) => this.sendOffsets(tpos, t),
-          () => Math.min(deadline, this.closeBy),
-        );
+        await this.retrying((t) => this.sendOffsets(tpos, t), deadline);
       }
     } catch (err) {
       if (err === CONSUMER_GONE) {
@@ -588,7 +583,7 @@ export class Transactions implements OffsetCommits {
     // is refused meanwhile), up to the transaction's own deadline, or less when a revoke waiting
     // for it must release its partitions sooner.
     const resumeBy = (): number =>
-      Math.min(this.deadlineOf(txn, sentAt), Math.max(deadline, this.revokeHoldBy()), this.closeBy);
+      Math.min(this.deadlineOf(txn, sentAt), Math.max(deadline, this.revokeHoldBy()));
     this.commitSent.add(txn);
     try {
       await this.retrying((t) => this.producer.commit(t), resumeBy);
@@ -686,11 +681,7 @@ export class Transactions implements OffsetCommits {
     // cannot commit it, so abort() (which librdkafka refuses with the same fatal error) recreates
     // the producer and rewinds. Once a commitTransaction was called, its EndTxn may have reached
     // the coordinator: stop.
-    const recoverable =
-      failure?.kind === 'fatal' &&
-      !this.commitSent.has(txn) &&
-      this.closing === undefined &&
-      this.closeBy === Infinity;
+    const recoverable = failure?.kind === 'fatal' && this.mayRecreate(txn);
     if (
       failure === undefined ||
       failure.kind === 'fenced' ||
@@ -737,10 +728,12 @@ export class Transactions implements OffsetCommits {
     // A close, or a revoke that must release its partitions, bounds it — to no less than a second:
     // an abort that did not happen leaves the outputs blocked for read_committed readers until
     // transaction.timeout.ms.
-    const abortBy = (): number =>
-      Math.max(Math.min(until, this.closeBy, this.revokeHoldBy()), start + 1000);
     try {
-      await this.retrying((t) => this.producer.abort(t), abortBy);
+      await this.retrying(
+        (t) => this.producer.abort(t),
+        () => Math.min(until, this.revokeHoldBy()),
+        start + 1000,
+      );
     } catch (err) {
       if (this.closeBy !== Infinity && Date.now() >= this.closeBy) {
         this.state = { kind: 'failed', error: err instanceof Error ? err : new Error(String(err)) };
@@ -797,9 +790,8 @@ export class Transactions implements OffsetCommits {
    */
   private async recreate(txn: TransactionWork, err: unknown, reason: string): Promise<boolean> {
     const failure = err instanceof TxnCallError ? err.failure : undefined;
-    const closing = this.closing !== undefined || this.closeBy !== Infinity;
     const gaveUp = failure?.kind === 'fatal' || failure?.kind === 'retriable';
-    if (!gaveUp || this.commitSent.has(txn) || closing) return false;
+    if (!gaveUp || !this.mayRecreate(txn)) return false;
     this.logger.warn(
       { err, reason },
       'the abort failed for good (refused fatally, or timing out until the transaction deadline), and no commit of this transaction was ever sent: recreating the transactional producer with the same transactional.id (its initTransactions fences the old one and the broker aborts what it registered); the transaction counts as aborted, its inputs are redone',
@@ -843,12 +835,31 @@ export class Transactions implements OffsetCommits {
     }
   }
 
-  /** Calls `fn` again while librdkafka says its error is retriable and the deadline allows. */
+  /** `by`, or the close deadline when that is sooner. */
+  private closeBound(by: number): number {
+    return Math.min(by, this.closeBy);
+  }
+
+  /**
+   * The producer may be recreated after `txn` failed for good: no commitTransaction of it was ever
+   * called (no EndTxn(commit) of it can have reached the coordinator), and no close began.
+   */
+  private mayRecreate(txn: TransactionWork): boolean {
+    return !this.commitSent.has(txn) && this.closing === undefined && this.closeBy === Infinity;
+  }
+
+  /**
+   * Calls `fn` again while librdkafka says its error is retriable and the deadline allows: `by`,
+   * bounded by a close's deadline, but never before `floor` (the abort's: one that did not happen
+   * blocks read_committed readers of its outputs until transaction.timeout.ms).
+   */
   private async retrying(
     fn: (timeoutMs: number) => Promise<void>,
     by: number | (() => number),
+    floor = -Infinity,
   ): Promise<void> {
-    const deadline = (): number => (typeof by === 'number' ? by : by());
+    const deadline = (): number =>
+      Math.max(this.closeBound(typeof by === 'number' ? by : by()), floor);
     for (let attempt = 1; ; attempt++) {
       const timeoutMs = Math.max(
         1,
