@@ -1,9 +1,8 @@
 /**
  * The scheduler of one partition's units (messages, or batches) under `process()`: a counter and a
  * queue, no Observable per unit. It starts units in order, at most `concurrency` at once, each with
- * a slot of the shared {@link FairLimiter}; what it does when the partition ends follows the
- * per-partition merges `process()` used before it (`dropOnEndMerge`, which `partitions$`'s `run()`
- * still uses, and a key-ordered merge):
+ * a slot of the shared {@link FairLimiter} (`partitions$`'s `run()` uses it too, through
+ * `dropOnEndMerge`, with no shared limit). When the partition ends:
  * - FIFO (ordering 'partition' and 'none', batches): when `ended` aborts, units not started are
  *   dropped (a revoked partition does not start buffered work); started ones finish;
  * - keyed (ordering 'key'): units of one key run one at a time in arrival order, different keys
