@@ -80,6 +80,14 @@ test-integration: check-native build reset-kafka ## Integration tests against a 
 		{ node scripts/test-output-digest.mjs $(TEST_OUTPUT)/integration; exit 1; }
 	rm -rf $(TEST_OUTPUT)/integration
 
+.PHONY: api-report
+api-report: build ## Write the public API report (api/reactive-rdkafka.api.md) from dist/: commit it with an API change
+	node scripts/api-report.mjs
+
+.PHONY: test-api
+test-api: build ## Fail when the public API (dist/'s declarations) differs from the committed report
+	node scripts/api-report.mjs --check
+
 .PHONY: test-package
 test-package: $(NPM_STAMP) ## npm pack from a clean clone, publint, attw, then import/require/type-check the tarball
 	bash scripts/test-package.sh

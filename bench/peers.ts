@@ -21,6 +21,15 @@ export function loadLibrary(): Library {
   return benchRequire(dist ? join(dist, 'cjs/index.js') : '../dist/cjs/index.js') as Library;
 }
 
+/** The library's prefetch defaults (internal, not exported): the raw contender uses the same. */
+export function loadPrefetch(): Readonly<Record<string, number>> {
+  const dist = process.env.BENCH_LIBRARY_DIST;
+  const config = benchRequire(dist ? join(dist, 'cjs/config.js') : '../dist/cjs/config.js') as {
+    DEFAULT_PREFETCH: Readonly<Record<string, number>>;
+  };
+  return config.DEFAULT_PREFETCH;
+}
+
 // ----------------------------------------------------------------------------------- KafkaJS
 export interface KafkaJsMessage {
   offset: string;

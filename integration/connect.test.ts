@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Assignment, LibrdKafkaError } from 'node-rdkafka';
-import { resolveSettings } from '../lib';
+import { resolveSettings } from '../lib/config';
 import { ConsumerClient } from '../lib/internal/consumer-client';
 import type { Message } from '../lib/internal/rdkafka';
 import { Code } from '../lib/internal/rdkafka';

@@ -21,7 +21,6 @@ export {
   hasErrorCode,
 } from './errors';
 export type { KafkaCoordinates } from './errors';
-export { resolveSettings, DEFAULTS, DEFAULT_PREFETCH, DEFAULT_DRAIN_FRACTION } from './config';
 export type { ReactiveConsumerOptions, ConsumerSettings } from './config';
 export type { LoggerLike, LogFn } from './logger';
 export { TracingChannel } from './tracing';
@@ -35,20 +34,16 @@ export type {
   OtelSpanContext,
   OtelTracer,
 } from './opentelemetry';
-export type { OAuthBearerToken, OAuthBearerTokenProvider } from './internal/oauth-bearer';
-export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './internal/rdkafka';
+export type { OAuthBearerToken, OAuthBearerTokenProvider } from './oauth';
+export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './native';
 export { ReactiveConsumer } from './reactive-consumer';
-export { PROCESS_DEFAULTS, BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
-export type { ResolvedProcessOptions, ResolvedRetry } from './process-options';
 export { deserializers } from './deserializers';
-export { TRANSACTIONAL_DEFAULTS, resolveTransactionalOptions } from './transactional-options';
 export type {
   OutputRecord,
   TransactionalHandler,
   TransactionalOptions,
-  ResolvedTransactionalOptions,
 } from './transactional-options';
-export { DEAD_LETTER_HEADERS } from './internal/dead-letter';
+export { DEAD_LETTER_HEADERS } from './dead-letter-headers';
 export type {
   TopicPartition,
   KafkaMessage,

@@ -15,7 +15,7 @@ status=$?
 setup=$(($(date +%s) - start))
 if ((status == 0)); then
   bash scripts/lanes.sh \
-    checks=lint,test-unit,test-package,demo \
+    checks=lint,test-api,test-unit,test-package,demo \
     broker=test-integration,test-bench \
     chaos=test-rebalance-local \
     chaos3=test-rebalance-broker

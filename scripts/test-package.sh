@@ -126,10 +126,10 @@ cat > "$APP/package.json" <<'JSON'
 JSON
 
 cat > "$APP/esm.mjs" <<'JS'
-import { ConfigError, ErrorCode, resolveSettings } from 'reactive-rdkafka';
+import { ConfigError, ErrorCode, ReactiveConsumer } from 'reactive-rdkafka';
 import * as ns from 'reactive-rdkafka';
 if (ErrorCode.Config !== 'ERR_RKC_CONFIG') throw new Error('ErrorCode missing from ESM entry');
-try { resolveSettings({ config: {}, topics: ['t'] }); throw new Error('no error'); }
+try { new ReactiveConsumer({ config: {}, topics: ['t'] }); throw new Error('no error'); }
 catch (e) { if (!(e instanceof ConfigError) || e.key !== 'bootstrap.servers') throw e; }
 console.log(`  esm: ${Object.keys(ns).length} exports`);
 JS
@@ -137,7 +137,10 @@ cat > "$APP/cjs.cjs" <<'JS'
 const lib = require('reactive-rdkafka');
 const path = require.resolve('reactive-rdkafka');
 if (!path.includes('/dist/cjs/')) throw new Error('require resolved ' + path);
-if (typeof lib.resolveSettings !== 'function') throw new Error('resolveSettings missing from CJS entry');
+if (typeof lib.ReactiveConsumer !== 'function') throw new Error('ReactiveConsumer missing from CJS entry');
+for (const internal of ['resolveSettings', 'DEFAULTS', 'resolveProcessOptions', 'resolveTransactionalOptions']) {
+  if (internal in lib) throw new Error(`${internal} is internal but exported`);
+}
 const testing = require('reactive-rdkafka/testing');
 if (typeof testing.startTestCluster !== 'function') throw new Error('startTestCluster missing from CJS testing entry');
 console.log(`  cjs: ${Object.keys(lib).length} exports, testing ${Object.keys(testing).length}`);
@@ -174,20 +177,20 @@ ok "import, require, one class either way, reactive-rdkafka/testing runs"
 # and under bundler resolution.
 mkdir -p "$APP/src"
 cat > "$APP/src/use.mts" <<'TS'
-import { resolveSettings, ConfigError, type ReactiveConsumerOptions, type ConsumerSettings } from 'reactive-rdkafka';
+import { ReactiveConsumer, ConfigError, type ReactiveConsumerOptions, type ConsumerSettings } from 'reactive-rdkafka';
 import { startTestCluster, type TestCluster } from 'reactive-rdkafka/testing';
 const options: ReactiveConsumerOptions = {
   config: { 'bootstrap.servers': '127.0.0.1:9092', 'group.id': 'g' },
   topics: ['orders'],
 };
-export const settings: ConsumerSettings = resolveSettings(options);
+export const settings: ConsumerSettings = new ReactiveConsumer(options).settings;
 export const isConfigError = (e: unknown): e is ConfigError => e instanceof ConfigError;
 export const start: () => Promise<TestCluster> = () => startTestCluster();
 TS
 cat > "$APP/src/use.cts" <<'TS'
 import lib = require('reactive-rdkafka');
 import testing = require('reactive-rdkafka/testing');
-export const make = (o: lib.ReactiveConsumerOptions): lib.ConsumerSettings => lib.resolveSettings(o);
+export const make = (o: lib.ReactiveConsumerOptions): lib.ConsumerSettings => new lib.ReactiveConsumer(o).settings;
 export const start = (): Promise<testing.TestCluster> => testing.startTestCluster();
 TS
 cat > "$APP/src/internal.mts" <<'TS'

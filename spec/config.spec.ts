@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
-import { ConfigError, DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib';
+import { ConfigError } from '../lib';
+import { DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib/config';
 import type { ReactiveConsumerOptions } from '../lib';
 import { ConsumerClient } from '../lib/internal/consumer-client';
 

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { ConfigError, PROCESS_DEFAULTS, resolveProcessOptions, resolveSettings } from '../lib';
+import { ConfigError } from '../lib';
+import { resolveSettings } from '../lib/config';
+import { PROCESS_DEFAULTS, resolveProcessOptions } from '../lib/process-options';
 import type { ProcessOptions } from '../lib';
 import { harness } from './helpers/harness';
 

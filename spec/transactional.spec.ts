@@ -7,8 +7,8 @@ import {
   ErrorCode,
   HandlerError,
   ProducerFencedError,
-  TRANSACTIONAL_DEFAULTS,
 } from '../lib';
+import { TRANSACTIONAL_DEFAULTS } from '../lib/transactional-options';
 import type {
   KafkaMessage,
   OutputRecord,

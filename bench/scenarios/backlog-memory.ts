@@ -17,7 +17,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import * as Kafka from 'node-rdkafka';
 import type { Message } from 'node-rdkafka';
-import { loadLibrary } from '../peers';
+import { loadLibrary, loadPrefetch } from '../peers';
 import type { MemoryResult, MemorySample, Send, Task } from '../tasks';
 
 type MemoryTask = Extract<Task, { kind: 'memory' }>;
@@ -45,7 +45,7 @@ const startReactive: Start = async (task, onProcessed) => {
 };
 
 const startRaw: Start = async (task, onProcessed) => {
-  const { DEFAULT_PREFETCH } = loadLibrary();
+  const DEFAULT_PREFETCH = loadPrefetch();
   const consumer = new Kafka.KafkaConsumer(
     {
       'bootstrap.servers': task.brokers,

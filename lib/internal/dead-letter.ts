@@ -9,6 +9,9 @@ import { ConnectError, TimeoutError } from '../errors';
 import type { KafkaMessage } from '../types';
 import { Code, toKafkaError } from './rdkafka';
 import { timerDelay } from './timers';
+import { DEAD_LETTER_HEADERS } from '../dead-letter-headers';
+
+export { DEAD_LETTER_HEADERS };
 
 /** The Producer methods the writer uses. @internal */
 export type RdKafkaProducer = Pick<
@@ -22,24 +25,6 @@ export type ProducerFactory = (globalConfig: Record<string, unknown>) => RdKafka
 /** @internal */
 export const defaultProducerFactory: ProducerFactory = (globalConfig) =>
   new Kafka.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
-
-/**
- * Header names the library adds to a dead-lettered record (after the original headers), saying
- * where it came from and why it failed.
- */
-export const DEAD_LETTER_HEADERS = {
-  topic: 'dlq.original.topic',
-  partition: 'dlq.original.partition',
-  offset: 'dlq.original.offset',
-  timestamp: 'dlq.original.timestamp',
-  group: 'dlq.consumer.group',
-  errorName: 'dlq.error.name',
-  errorMessage: 'dlq.error.message',
-  errorCode: 'dlq.error.code',
-  stage: 'dlq.failure.stage',
-  attempts: 'dlq.attempts',
-  failedAt: 'dlq.failed.at',
-} as const;
 
 /** Why a message is dead-lettered. @internal */
 export interface DeadLetterReason {

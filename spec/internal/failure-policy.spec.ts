@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { firstValueFrom, lastValueFrom, toArray } from 'rxjs';
-import { DeadLetterError, HandlerError, resolveProcessOptions, resolveSettings } from '../../lib';
+import { DeadLetterError, HandlerError } from '../../lib';
+import { resolveSettings } from '../../lib/config';
+import { resolveProcessOptions } from '../../lib/process-options';
 import type { ConsumerEvent, KafkaMessage, ProcessOptions, ProcessedStatus } from '../../lib';
 import type { DeadLetterWriter } from '../../lib/internal/dead-letter';
 import { FailurePolicy } from '../../lib/internal/failure-policy';
