@@ -16,6 +16,7 @@ import { untilMoving } from './conditions';
 import type { ConsumerClient } from './consumer-client';
 import type { PartitionControl } from './partition-control';
 import { OWNERSHIP_LOST_CODES, errorMessage, kafkaCodeOf, tpKey } from './rdkafka';
+import { NATIVE_CALL_MS } from './timers';
 
 /** A partition about to be released, and the offset the group must hold for it. */
 export interface FinalOffset {
@@ -125,7 +126,8 @@ export async function verifyFinalOffsets(
     drop(pending.filter((f) => !releasable(f)));
     if (pending.length === 0) break;
     const readAt = Date.now();
-    const timeoutMs = Math.min(settings.commitTimeoutMs, by() - readAt);
+    // In reads of at most NATIVE_CALL_MS: a close must not disconnect the consumer under one.
+    const timeoutMs = Math.min(settings.commitTimeoutMs, NATIVE_CALL_MS, by() - readAt);
     if (timeoutMs <= 0) break;
     const read = await bounded(
       client.committed(

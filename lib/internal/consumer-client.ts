@@ -67,6 +67,13 @@ export class ConsumerClient {
   private oauth: OAuthBearerRefresher | undefined;
   /** The connect was given up before node-rdkafka answered it (a TLS verdict). */
   private givenUp = false;
+  /**
+   * Broker reads whose worker runs on the libuv pool (committed, offsetsForTimes,
+   * queryWatermarkOffsets): node-rdkafka's workers for them use the native client without its
+   * connection lock, so a disconnect meanwhile is a use-after-free (docs/binding-behaviours.md).
+   */
+  private readsInFlight = 0;
+  private readsIdle: (() => void)[] = [];
 
   constructor(
     private readonly settings: ConsumerSettings,
@@ -343,13 +350,33 @@ export class ConsumerClient {
     partitions: readonly { topic: string; partition: number }[],
     timeoutMs: number,
   ): Promise<TopicPartitionOffset[]> {
-    return new Promise((resolve, reject) => {
+    return this.read((resolve, reject) => {
       this.raw.committed(
         partitions.map((p) => ({ topic: p.topic, partition: p.partition })),
         timeoutMs,
         (err, tps) => (err ? reject(toKafkaError(err, 'committed() failed')) : resolve(tps)),
       );
     });
+  }
+
+  /** A broker read on the libuv pool, counted until node-rdkafka answers it. */
+  private read<T>(
+    start: (resolve: (value: T) => void, reject: (err: unknown) => void) => void,
+  ): Promise<T> {
+    this.readsInFlight += 1;
+    return new Promise<T>(start).finally(() => {
+      this.readsInFlight -= 1;
+      if (this.readsInFlight === 0) for (const wake of this.readsIdle.splice(0)) wake();
+    });
+  }
+
+  /**
+   * Resolves once no broker read is in flight (each ends within its own timeout): the disconnect
+   * waits for it.
+   */
+  readsSettled(): Promise<void> {
+    if (this.readsInFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.readsIdle.push(resolve));
   }
 
   /** A partition's high watermark (end offset), asked from the broker. */
@@ -363,7 +390,7 @@ export class ConsumerClient {
     timestamp: number,
     timeoutMs: number,
   ): Promise<number> {
-    return new Promise((resolve, reject) => {
+    return this.read((resolve, reject) => {
       this.raw.offsetsForTimes(
         [{ topic: tp.topic, partition: tp.partition, offset: timestamp }],
         timeoutMs,
@@ -390,7 +417,7 @@ export class ConsumerClient {
     partition: number,
     timeoutMs: number,
   ): Promise<{ low: number; high: number }> {
-    return new Promise((resolve, reject) => {
+    return this.read((resolve, reject) => {
       this.raw.queryWatermarkOffsets(topic, partition, timeoutMs, (err, w) =>
         err
           ? reject(toKafkaError(err, 'queryWatermarkOffsets failed'))

@@ -637,6 +637,7 @@ export class ConsumerEngine implements ProcessorHost {
       // The start sees the closing state after its connect and starts no loop.
       await this.startPromise?.catch(() => undefined);
       closing.stage = 'disconnecting';
+      await this.client.readsSettled();
       await this.client.disconnect().catch(() => undefined);
       this.state = { kind: 'closed', failure: closing.failure };
       this.finish();
@@ -661,9 +662,11 @@ export class ConsumerEngine implements ProcessorHost {
     await settleCommits(leaving, deadline);
     closing.stage = 'disconnecting';
     await closing.loop;
-    // A transactional call's worker may still read the consumer (its group metadata): disconnected
-    // under it, the binding crashes. Such calls end within their own timeout.
+    // A transactional call's worker, or a broker read's (committed offsets read back, start
+    // positions), may still use the native consumer: disconnected under it, the binding crashes.
+    // Each such call lasts at most a second (NATIVE_CALL_MS) when a close is due.
     await this.committer.clientIdle();
+    await this.client.readsSettled();
     this.seeks.rejectAll();
     for (const c of this.assignments.values()) c.fence('consumer closed');
     await this.withDeadline(

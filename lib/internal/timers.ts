@@ -8,3 +8,11 @@ export const MAX_TIMER_MS = 2 ** 31 - 1;
 export function timerDelay(ms: number): number {
   return Math.min(MAX_TIMER_MS, Math.max(0, ms));
 }
+
+/**
+ * The longest one native call that holds the consumer may wait (a broker read on the libuv pool, a
+ * transactional call): the calls that must wait longer are made again (librdkafka resumes the
+ * resumable ones), so that a close — which must not disconnect the consumer under such a call —
+ * waits at most this long for the one in flight.
+ */
+export const NATIVE_CALL_MS = 1000;

@@ -67,6 +67,7 @@ import type { Finished, TransactionWork } from './transaction-writer';
 import { toKafkaError } from './rdkafka';
 import { TxnCallError } from './transactional-producer';
 import type { TransactionalProducer, TxnFailure } from './transactional-producer';
+import { NATIVE_CALL_MS } from './timers';
 
 /** What the unit needs from the engine. */
 export interface TransactionsHost {
@@ -123,8 +124,6 @@ const NOTHING: CommitOutcome = {
 };
 const EXPIRED =
   'the transaction could not be committed within transaction.timeout.ms of its first record (the broker aborts it then)';
-/** The longest one initTransactions call waits, in ms (a close waits for the call in flight). */
-const INIT_CALL_MS = 1000;
 /** A close() began while the producer was starting: it stops there, quietly. */
 const CLOSED_WHILE_STARTING = new Error(
   'the consumer closed while the transactional producer was starting',
@@ -236,7 +235,7 @@ export class Transactions implements OffsetCommits {
    */
   private async init(by: number): Promise<void> {
     for (;;) {
-      const timeoutMs = Math.max(1, Math.min(INIT_CALL_MS, by - Date.now()));
+      const timeoutMs = Math.max(1, Math.min(NATIVE_CALL_MS, by - Date.now()));
       try {
         await this.producer.init(timeoutMs);
         return;
@@ -861,10 +860,13 @@ export class Transactions implements OffsetCommits {
     const deadline = (): number =>
       Math.max(this.closeBound(typeof by === 'number' ? by : by()), floor);
     for (let attempt = 1; ; attempt++) {
+      // In calls of at most NATIVE_CALL_MS: a close must not disconnect the consumer under a
+      // sendOffsetsToTransaction, and waits for the call in flight.
       const timeoutMs = Math.max(
         1,
-        Math.min(this.settings.commitTimeoutMs, deadline() - Date.now()),
+        Math.min(this.settings.commitTimeoutMs, NATIVE_CALL_MS, deadline() - Date.now()),
       );
+      const calledAt = Date.now();
       try {
         await fn(timeoutMs);
         return;
@@ -872,8 +874,13 @@ export class Transactions implements OffsetCommits {
         const failure: TxnFailure | undefined =
           err instanceof TxnCallError ? err.failure : undefined;
         if (failure?.kind !== 'retriable' || Date.now() + 100 >= deadline()) throw err;
-        this.logger.warn({ err, attempt }, 'transactional call failed (retriable); retrying');
-        await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+        if (Date.now() - calledAt >= timeoutMs) {
+          // It waited its whole call: made again at once (librdkafka resumes what it can).
+          this.logger.debug({ err, attempt }, 'transactional call timed out; calling it again');
+        } else {
+          this.logger.warn({ err, attempt }, 'transactional call failed (retriable); retrying');
+          await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+        }
       }
     }
   }
