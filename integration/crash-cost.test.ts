@@ -138,6 +138,22 @@ describe('the cost of a crash: a SIGKILLed member’s open transaction (real bro
       await progressBeyond(topics, PARTITIONS, 400, 'first commits');
       const outs = [topics.outA, topics.outB];
       const committedBefore = await committedOffsets(topics.group, topics.input, PARTITIONS);
+      // The kill lands while a transaction of the worker is open on the outputs (nearly always with
+      // maxMs 1 s and a steady input; a loaded machine can leave it idle for a moment).
+      await waitFor(
+        async () => {
+          const [h, l] = await Promise.all([
+            marks.of(outs, 'read_uncommitted'),
+            marks.of(outs, 'read_committed'),
+          ]);
+          return h.some((x, i) => (l[i] ?? 0) < x);
+        },
+        {
+          timeoutMs: 20_000,
+          what: 'an open transaction of the worker on the outputs',
+          intervalMs: 20,
+        },
+      );
       w.proc.kill('SIGKILL');
       const killedAt = Date.now();
       assert.equal(await w.exited, null);

@@ -423,8 +423,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosSummary> {
     brokerEvents.push(
       (async () => {
         await sleep(bf.afterMs);
-        brokerReport = await killBrokerMidRevoke(o, group, runs, bf.downMs, () =>
-          finals.push(start(o.workers, 0, planLife(o, o.workers, 0, true))),
+        brokerReport = await killBrokerMidRevoke(o, group, runs, bf.downMs, (extra) =>
+          finals.push(start(o.workers + extra, 0, planLife(o, o.workers + extra, 0, true))),
         );
       })(),
     );
@@ -533,7 +533,7 @@ async function killBrokerMidRevoke(
   group: string,
   runs: WorkerRun[],
   downMs: number,
-  join: () => void,
+  join: (extra: number) => void,
 ): Promise<BrokerFailureReport> {
   const target = o.brokerFailure?.target ?? 'coordinator';
   const probe = await MetadataProbe.connect();
@@ -544,9 +544,14 @@ async function killBrokerMidRevoke(
     const tails = new Map<WorkerRun, { pos: number; rest: string }>();
     for (const r of runs) tails.set(r, { pos: fileSize(r.out), rest: '' });
     const since = Date.now();
-    join();
+    // A revoke with handlers in flight (they hold it open past the kill; one with none ends in
+    // milliseconds, before the node is dead, and the variant would prove nothing). When no member
+    // began one within 10 s of a join (the topic drained meanwhile, or a loaded machine), another
+    // member joins, up to three.
+    let joins = 0;
+    let joinedAt = since;
+    join(joins++);
     let trigger: BrokerFailureReport['trigger'] | undefined;
-    const by = since + 30_000;
     while (trigger === undefined) {
       for (const r of runs) {
         if (r.exitCode !== undefined) continue;
@@ -554,8 +559,7 @@ async function killBrokerMidRevoke(
         tails.set(r, tail);
         for (const l of readNewLines(r.out, tail)) {
           const f = l.split(' ');
-          // A revoke with handlers in flight (they hold it open): any revoke after 15 s.
-          const busy = +(f[4] ?? 0) > 0 || Date.now() > since + 15_000;
+          const busy = +(f[4] ?? 0) > 0;
           if (f[0] === 'E' && f[1] === 'revoking' && f[3] && +f[2]! >= since && busy) {
             trigger ??= {
               pid: r.pid,
@@ -567,8 +571,14 @@ async function killBrokerMidRevoke(
         }
       }
       if (trigger) break;
-      if (Date.now() > by)
-        throw new Error(`${o.name}: no member began a revoke within 30 s of a new member joining`);
+      if (Date.now() > joinedAt + 10_000) {
+        if (joins === 3)
+          throw new Error(
+            `${o.name}: no member began a revoke with handlers in flight within 10 s of each of ${joins} joins`,
+          );
+        joinedAt = Date.now();
+        join(joins++);
+      }
       await sleep(5);
     }
     const lookup = await probe.coordinatorOf(group);
