@@ -21,13 +21,18 @@ export function loadLibrary(): Library {
   return benchRequire(dist ? join(dist, 'cjs/index.js') : '../dist/cjs/index.js') as Library;
 }
 
-/** The library's prefetch defaults (internal, not exported): the raw contender uses the same. */
+/**
+ * The library's prefetch defaults (internal, not exported): the raw contender uses the same. Older
+ * builds (bench/ab.ts) kept them in cjs/config.js.
+ */
 export function loadPrefetch(): Readonly<Record<string, number>> {
-  const dist = process.env.BENCH_LIBRARY_DIST;
-  const config = benchRequire(dist ? join(dist, 'cjs/config.js') : '../dist/cjs/config.js') as {
-    DEFAULT_PREFETCH: Readonly<Record<string, number>>;
-  };
-  return config.DEFAULT_PREFETCH;
+  const dist = process.env.BENCH_LIBRARY_DIST ?? join(__dirname, '..', 'dist');
+  const file = ['cjs/internal/settings/librdkafka-settings.js', 'cjs/config.js']
+    .map((f) => join(dist, f))
+    .find((f) => existsSync(f));
+  if (file === undefined) throw new Error(`no build in ${dist}: run make build`);
+  return (benchRequire(file) as { DEFAULT_PREFETCH: Readonly<Record<string, number>> })
+    .DEFAULT_PREFETCH;
 }
 
 // ----------------------------------------------------------------------------------- KafkaJS

@@ -385,7 +385,7 @@ export function renderMarkdown(results: BenchResults): string {
     '  second (first run: 0.35× raw at 100 B, 0.06× at 1 KiB). The library now defaults it to 10 ms, so',
     '  its rows and the "(fetch backoff tuned)" rows measure the same configuration.',
     '- **process() per message.** Per partition, a `PartitionRunner` (a counter and a queue,',
-    '  `lib/internal/partition-runner.ts`) takes the messages that dispatch pushes into the',
+    '  `lib/internal/partition/partition-runner.ts`) takes the messages that dispatch pushes into the',
     "  partition and starts them in order, each with a slot of the fair limiter; a handler's plain",
     '  value or resolved Promise is acked to the offset ledger and emitted directly, and only a',
     '  failure or an Observable handler enters the rxjs retry pipeline. It replaced a merge and a',
@@ -719,7 +719,7 @@ function goalsSection(results: BenchResults): string[] {
       '  acts on heartbeat answers only, rdkafka_cgrp.c). Kept partitions: librdkafka pauses them while',
       '  it hands each incremental assign or revoke to the application and its resume does not wake',
       '  the broker thread (up to 1 s asleep); the library now wakes the leaders itself after each',
-      '  incremental assign/unassign (lib/internal/fetch-waker.ts). A kept partition still stands while',
+      '  incremental assign/unassign (lib/internal/loop/fetch-waker.ts). A kept partition still stands while',
       "  its own member's revoke of other partitions drains (librdkafka pauses everything held until",
       '  the unassign) — bounded by the drain, not by the protocol.',
     );

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import type { Assignment, LibrdKafkaError } from 'node-rdkafka';
-import { resolveSettings } from '../lib/config';
-import { ConsumerClient } from '../lib/internal/consumer-client';
-import type { Message } from '../lib/internal/rdkafka';
-import { Code } from '../lib/internal/rdkafka';
+import { resolveSettings } from '../lib/internal/settings/resolve-settings';
+import { ConsumerClient } from '../lib/internal/binding/consumer-client';
+import type { Message } from '../lib/internal/binding/rdkafka';
+import { Code } from '../lib/internal/binding/rdkafka';
 import {
   BROKERS,
   committedOffsets,

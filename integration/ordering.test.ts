@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { KafkaMessage } from '../lib';
-import { decodeCompleted } from '../lib/internal/completed-codec';
+import { decodeCompleted } from '../lib/internal/commit/completed-codec';
 import {
   committedOffsets,
   createTopic,

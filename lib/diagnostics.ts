@@ -9,7 +9,7 @@
  * payloads only then.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import type { CommitKind } from './internal/engine-observer';
+import type { CommitKind } from './internal/observe/engine-observer';
 import type { KafkaMessage, RebalanceEvent, TopicPartition } from './types';
 
 export type { CommitKind };

@@ -3,7 +3,7 @@
  * snapshot every `metricsIntervalMs`). Counters are cumulative since the consumer was created;
  * gauges describe the moment of the snapshot. See docs/observability.md.
  */
-import type { PartitionState } from './internal/partition-control';
+import type { PartitionState } from './internal/partition/partition-control';
 import type { RebalanceProtocol, TopicPartition } from './types';
 
 export type { PartitionState };

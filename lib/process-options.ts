@@ -1,4 +1,4 @@
-import { connectionSettings } from './config';
+import { connectionSettings } from './internal/settings/librdkafka-settings';
 import type { ConsumerSettings } from './config';
 import { resolveDeserializer } from './deserializers';
 import { ConfigError } from './errors';

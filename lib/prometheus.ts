@@ -6,9 +6,9 @@
 import { createRequire } from 'node:module';
 import type * as PromClient from 'prom-client';
 import { ConfigError } from './errors';
-import { LATENCY_BUCKETS_SECONDS, REBALANCE_BUCKETS_SECONDS } from './internal/histogram';
-import { observabilityOf } from './internal/observability';
-import type { ConsumerObservability, Observation } from './internal/observability';
+import { LATENCY_BUCKETS_SECONDS, REBALANCE_BUCKETS_SECONDS } from './internal/observe/histogram';
+import { observabilityOf } from './internal/observe/observability';
+import type { ConsumerObservability, Observation } from './internal/observe/observability';
 import type { ConsumerMetrics, PartitionMetrics, TransactionMetrics } from './metrics';
 import type { ReactiveConsumer } from './reactive-consumer';
 

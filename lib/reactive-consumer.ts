@@ -1,34 +1,34 @@
 import { Observable, defer, mergeMap } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import type { Logger } from 'pino';
-import { resolveSettings } from './config';
+import { resolveSettings } from './internal/settings/resolve-settings';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
 import { AlreadySubscribedError, ClosedError, ConfigError } from './errors';
-import { ConsumerEngine } from './internal/consumer-engine';
-import type { CompletedStore } from './internal/completed-store';
-import { DeadLetterWriter } from './internal/dead-letter';
-import type { ProducerFactory } from './internal/dead-letter';
-import { FairLimiter } from './internal/fair-limiter';
-import { TransactionalProducer } from './internal/transactional-producer';
-import type { TransactionalProducerFactory } from './internal/transactional-producer';
-import { Transactions } from './internal/transactions';
-import { recordsOf } from './internal/output-records';
+import { ConsumerEngine } from './internal/loop/consumer-engine';
+import type { CompletedStore } from './internal/commit/completed-store';
+import { DeadLetterWriter } from './internal/process/dead-letter';
+import type { ProducerFactory } from './internal/process/dead-letter';
+import { FairLimiter } from './internal/partition/fair-limiter';
+import { TransactionalProducer } from './internal/transactions/transactional-producer';
+import type { TransactionalProducerFactory } from './internal/transactions/transactional-producer';
+import { Transactions } from './internal/transactions/transactions';
+import { recordsOf } from './internal/transactions/output-records';
 import { resolveTransactionalOptions } from './transactional-options';
 import type {
   OutputRecord,
   TransactionalHandler,
   TransactionalOptions,
 } from './transactional-options';
-import { MessageProcessor } from './internal/processor';
-import { singleMode } from './internal/processing-mode';
-import type { ProcessingMode } from './internal/processing-mode';
+import { MessageProcessor } from './internal/process/processor';
+import { singleMode } from './internal/process/processing-mode';
+import type { ProcessingMode } from './internal/process/processing-mode';
 import { BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
 import type { ResolvedProcessOptions } from './process-options';
-import { ConsumerObservability, attachObservability } from './internal/observability';
+import { ConsumerObservability, attachObservability } from './internal/observe/observability';
 import type { ConsumerHealth, HealthOptions } from './health';
 import type { ConsumerMetrics } from './metrics';
-import type { PartitionControl } from './internal/partition-control';
-import type { ConsumerFactory } from './internal/rdkafka';
+import type { PartitionControl } from './internal/partition/partition-control';
+import type { ConsumerFactory } from './internal/binding/rdkafka';
 import { asLogger, defaultLogger } from './logger';
 import { traceBatchHandler, traceHandler } from './tracing';
 import type { HandlerTracer } from './tracing';

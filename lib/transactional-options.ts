@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
-import { connectionSettings } from './config';
+import { connectionSettings } from './internal/settings/librdkafka-settings';
 import type { ConsumerSettings } from './config';
 import { ConfigError } from './errors';
 import { resolveProcessOptions } from './process-options';

@@ -3,10 +3,10 @@ import fc from 'fast-check';
 import type { Subscription } from 'rxjs';
 import { ReactiveConsumer } from '../lib';
 import type { KafkaMessage, ReactiveConsumerOptions, TopicPartition } from '../lib';
-import { decodeCompleted, encodeCompleted, toRuns } from '../lib/internal/completed-codec';
-import type { CompletedMemory } from '../lib/internal/completed-codec';
-import type { CompletedStore } from '../lib/internal/completed-store';
-import { tpKey } from '../lib/internal/rdkafka';
+import { decodeCompleted, encodeCompleted, toRuns } from '../lib/internal/commit/completed-codec';
+import type { CompletedMemory } from '../lib/internal/commit/completed-codec';
+import type { CompletedStore } from '../lib/internal/commit/completed-store';
+import { tpKey } from '../lib/internal/binding/rdkafka';
 import { FakeConsumer } from './fakes/fake-consumer';
 import { T, tp, until } from './helpers/harness';
 

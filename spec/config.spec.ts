@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { ConfigError } from '../lib';
-import { DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib/config';
+import { DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib/internal/settings/resolve-settings';
 import type { ReactiveConsumerOptions } from '../lib';
-import { ConsumerClient } from '../lib/internal/consumer-client';
+import { ConsumerClient } from '../lib/internal/binding/consumer-client';
 
 const base = (
   extra: Record<string, unknown> = {},

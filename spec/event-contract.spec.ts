@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import type { KafkaMessage, RebalanceEvent } from '../lib';
-import { PartitionControl } from '../lib/internal/partition-control';
-import { RebalanceCoordinator } from '../lib/internal/rebalance-coordinator';
+import { PartitionControl } from '../lib/internal/partition/partition-control';
+import { RebalanceCoordinator } from '../lib/internal/rebalance/rebalance-coordinator';
 import type { Harness } from './helpers/harness';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
 

@@ -9,9 +9,9 @@ import { Subject, filter, firstValueFrom, takeUntil, tap } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import { ConfigError, NotAssignedError, StartPositionError } from '../lib';
 import type { KafkaMessage, PartitionStream } from '../lib';
-import type { CompletedStore } from '../lib/internal/completed-store';
+import type { CompletedStore } from '../lib/internal/commit/completed-store';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
-import type { Assignments } from '../lib/internal/assignments';
+import type { Assignments } from '../lib/internal/rebalance/assignments';
 
 describe('graceful on every path', () => {
   let subs: Subscription[] = [];

@@ -3,7 +3,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import * as Kafka from 'node-rdkafka';
 import { ConfigError } from '../lib';
-import { resolveSettings } from '../lib/config';
+import { resolveSettings } from '../lib/internal/settings/resolve-settings';
 import type { ConsumerMetrics, KafkaMessage } from '../lib';
 import { T, harness, tp, until } from './helpers/harness';
 import { statsEvent } from './helpers/observability';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { ConfigError } from '../lib';
-import { resolveSettings } from '../lib/config';
+import { resolveSettings } from '../lib/internal/settings/resolve-settings';
 import { PROCESS_DEFAULTS, resolveProcessOptions } from '../lib/process-options';
 import type { ProcessOptions } from '../lib';
 import { harness } from './helpers/harness';

@@ -3,7 +3,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import * as Kafka from 'node-rdkafka';
 import { ErrorCode, FencedInstanceError, KafkaClientError, hasErrorCode } from '../lib';
-import { fatalCauseFromText } from '../lib/internal/rdkafka';
+import { fatalCauseFromText } from '../lib/internal/binding/rdkafka';
 import { T, harness, tp, until } from './helpers/harness';
 
 const E = Kafka.CODES.ERRORS;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { ConfigError } from '../lib';
 import type { ReactiveConsumerOptions, TransactionalOptions } from '../lib';
-import { resolveSettings } from '../lib/config';
+import { resolveSettings } from '../lib/internal/settings/resolve-settings';
 import { resolveTransactionalOptions } from '../lib/transactional-options';
 
 const KEY = 'producerConfig.transaction.timeout.ms';

@@ -1,6 +1,6 @@
 import { EmptyError, filter, firstValueFrom, timeout } from 'rxjs';
 import type { Observable } from 'rxjs';
-import { timerDelay } from '../internal/timers';
+import { timerDelay } from '../internal/loop/timers';
 import type { RebalanceEvent, RebalanceEventType, TopicPartition } from '../types';
 
 /** How long the kit's waits last unless told otherwise. */

@@ -1,11 +1,11 @@
 import pino from 'pino';
 import type { Logger } from 'pino';
-import { resolveSettings } from '../../lib/config';
+import { resolveSettings } from '../../lib/internal/settings/resolve-settings';
 import type { ConsumerSettings, ReactiveConsumerOptions } from '../../lib/config';
-import { ConsumerClient } from '../../lib/internal/consumer-client';
-import { FlowControl } from '../../lib/internal/flow-control';
-import type { PartitionControl } from '../../lib/internal/partition-control';
-import type { RebalanceCallback } from '../../lib/internal/rdkafka';
+import { ConsumerClient } from '../../lib/internal/binding/consumer-client';
+import { FlowControl } from '../../lib/internal/loop/flow-control';
+import type { PartitionControl } from '../../lib/internal/partition/partition-control';
+import type { RebalanceCallback } from '../../lib/internal/binding/rdkafka';
 import type { TopicPartition } from '../../lib/types';
 import { FakeConsumer } from '../fakes/fake-consumer';
 import type { FakeOptions } from '../fakes/fake-consumer';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { Assignments } from '../../lib/internal/assignments';
-import { PartitionControl } from '../../lib/internal/partition-control';
-import { tpKey } from '../../lib/internal/rdkafka';
+import { Assignments } from '../../lib/internal/rebalance/assignments';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
 import type { KafkaMessage } from '../../lib';
 import { Random } from '../sim/random';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { KafkaMessage } from '../../lib';
-import { BatchSink } from '../../lib/internal/batch-sink';
+import { BatchSink } from '../../lib/internal/process/batch-sink';
 import { until } from '../helpers/harness';
 
 const m = (offset: number): KafkaMessage =>

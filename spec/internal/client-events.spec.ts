@@ -7,8 +7,8 @@ import {
   classifyLog,
   levelOf,
   parseOffsetReset,
-} from '../../lib/internal/client-events';
-import { fatalCauseFromText } from '../../lib/internal/rdkafka';
+} from '../../lib/internal/binding/client-error-classifier';
+import { fatalCauseFromText } from '../../lib/internal/binding/rdkafka';
 
 const E = Kafka.CODES.ERRORS;
 const err = (kafkaCode: number, fatal = false) =>

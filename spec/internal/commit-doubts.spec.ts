@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { CommitDoubts } from '../../lib/internal/commit-doubts';
+import { CommitDoubts } from '../../lib/internal/commit/commit-doubts';
 
 const T = 'orders';
 

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import * as Kafka from 'node-rdkafka';
-import { Committer } from '../../lib/internal/committer';
-import { Conditions } from '../../lib/internal/conditions';
-import { NO_OBSERVER } from '../../lib/internal/engine-observer';
-import { PartitionControl } from '../../lib/internal/partition-control';
-import { tpKey } from '../../lib/internal/rdkafka';
+import { Committer } from '../../lib/internal/commit/committer';
+import { Conditions } from '../../lib/internal/loop/wait-conditions';
+import { NO_OBSERVER } from '../../lib/internal/observe/engine-observer';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
 import type { CommitPlan, FakeOptions } from '../fakes/fake-consumer';
 import { waitFor } from '../../lib/testing/wait';
 import { clientOverFake } from '../helpers/client';

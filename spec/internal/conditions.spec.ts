@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Conditions, settlesWithin } from '../../lib/internal/conditions';
+import { Conditions, settlesWithin } from '../../lib/internal/loop/wait-conditions';
 
 describe('Conditions', () => {
   it('resolves at once when the condition already holds', async () => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { ConsumeCadence, URGENT_TIMEOUT_MS } from '../../lib/internal/consume-loop';
+import { ConsumeCadence, URGENT_TIMEOUT_MS } from '../../lib/internal/loop/consume-cadence';
 
 describe('consume cadence', () => {
   it('waits with the idle timeout for one message, then drains batches with 1 ms while busy', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { DeserializationError } from '../../lib';
 import type { KafkaMessage } from '../../lib';
-import { decodeMessage } from '../../lib/internal/decoding';
+import { decodeMessage } from '../../lib/internal/process/decoding';
 
 const message = (value: string | null, key: string | null = 'k'): KafkaMessage =>
   ({

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { EMPTY, Subject, defer, lastValueFrom, map, of, tap, timer, toArray } from 'rxjs';
 import type { Observable } from 'rxjs';
-import { dropOnEndMerge } from '../../lib/internal/drop-on-end-merge';
+import { dropOnEndMerge } from '../../lib/internal/partition/drop-on-end-merge';
 
 describe('dropOnEndMerge', () => {
   it('completes on an empty source', async () => {

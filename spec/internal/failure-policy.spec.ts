@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { firstValueFrom, lastValueFrom, toArray } from 'rxjs';
 import { DeadLetterError, HandlerError } from '../../lib';
-import { resolveSettings } from '../../lib/config';
+import { resolveSettings } from '../../lib/internal/settings/resolve-settings';
 import { resolveProcessOptions } from '../../lib/process-options';
 import type { ConsumerEvent, KafkaMessage, ProcessOptions, ProcessedStatus } from '../../lib';
-import type { DeadLetterWriter } from '../../lib/internal/dead-letter';
-import { FailurePolicy } from '../../lib/internal/failure-policy';
-import type { PartitionControl } from '../../lib/internal/partition-control';
+import type { DeadLetterWriter } from '../../lib/internal/process/dead-letter';
+import { FailurePolicy } from '../../lib/internal/process/failure-policy';
+import type { PartitionControl } from '../../lib/internal/partition/partition-control';
 
 const settings = resolveSettings({
   config: { 'bootstrap.servers': 'b:9092', 'group.id': 'g' },

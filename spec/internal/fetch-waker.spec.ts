@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
-import type { ConsumerClient } from '../../lib/internal/consumer-client';
+import type { ConsumerClient } from '../../lib/internal/binding/consumer-client';
 import {
   FetchWaker,
   LEARN_INTERVAL_MS,
   MIN_WAKE_INTERVAL_MS,
-} from '../../lib/internal/fetch-waker';
-import { PartitionControl } from '../../lib/internal/partition-control';
-import { tpKey } from '../../lib/internal/rdkafka';
+} from '../../lib/internal/loop/fetch-waker';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
 import type { TopicPartition } from '../../lib/types';
 import { flowOverFake } from '../helpers/client';
 

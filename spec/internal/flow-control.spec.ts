@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { PartitionControl } from '../../lib/internal/partition-control';
-import { tpKey } from '../../lib/internal/rdkafka';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
 import type { KafkaMessage } from '../../lib';
 import { flowOverFake } from '../helpers/client';
 

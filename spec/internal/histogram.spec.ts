@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Histogram } from '../../lib/internal/histogram';
+import { Histogram } from '../../lib/internal/observe/histogram';
 
 describe('Histogram', () => {
   it('is empty before the first observation', () => {

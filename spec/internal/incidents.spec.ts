@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { AuthenticationError, FencedInstanceError, KafkaClientError } from '../../lib';
 import type { ConsumerEvent, ReactiveConsumerOptions } from '../../lib';
-import { Conditions } from '../../lib/internal/conditions';
-import { Incidents } from '../../lib/internal/incidents';
-import { Code } from '../../lib/internal/rdkafka';
+import { Conditions } from '../../lib/internal/loop/wait-conditions';
+import { Incidents } from '../../lib/internal/loop/incident-handler';
+import { Code } from '../../lib/internal/binding/rdkafka';
 import { clientOverFake } from '../helpers/client';
 import { until } from '../helpers/harness';
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import type { ConsumerSettings } from '../../lib/config';
-import { Conditions } from '../../lib/internal/conditions';
-import { leaveGroup, settleCommits } from '../../lib/internal/leave-group';
-import type { LeavingHost } from '../../lib/internal/leave-group';
+import { Conditions } from '../../lib/internal/loop/wait-conditions';
+import { leaveGroup, settleCommits } from '../../lib/internal/rebalance/leave-group';
+import type { LeavingHost } from '../../lib/internal/rebalance/leave-group';
 
 /** A closing consumer's parts, as stubs that record what leaving does with them. */
 function world(opts: { staticId?: string; revokesInFlight?: number; owned?: number[] } = {}) {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { parseClientStats } from '../../lib/internal/librdkafka-stats';
-import { tpKey } from '../../lib/internal/rdkafka';
+import { parseClientStats } from '../../lib/internal/binding/librdkafka-stats';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
 import { statsEvent } from '../helpers/observability';
 
 describe('parseClientStats', () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { ConnectError } from '../../lib';
-import { OAuthBearerRefresher, tokenProblem } from '../../lib/internal/oauth-bearer';
+import { OAuthBearerRefresher, tokenProblem } from '../../lib/internal/binding/oauth-bearer';
 
 const logger = pino({ level: 'silent' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

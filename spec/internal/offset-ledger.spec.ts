@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { OffsetLedger } from '../../lib/internal/offset-ledger';
+import { OffsetLedger } from '../../lib/internal/partition/offset-ledger';
 
 describe('OffsetLedger', () => {
   it('has nothing to commit before any delivery without a start position', () => {

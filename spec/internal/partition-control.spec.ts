@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { AlreadySubscribedError, ErrorCode } from '../../lib';
 import type { KafkaMessage } from '../../lib';
-import { PartitionControl } from '../../lib/internal/partition-control';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
 
 const message = (c: PartitionControl, offset: number): KafkaMessage => ({
   topic: c.topic,

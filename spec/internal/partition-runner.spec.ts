@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
-import { FairLimiter } from '../../lib/internal/fair-limiter';
-import { PartitionRunner } from '../../lib/internal/partition-runner';
-import type { KeyOrdering, RunningUnit, UnitExecutor } from '../../lib/internal/partition-runner';
+import { FairLimiter } from '../../lib/internal/partition/fair-limiter';
+import { PartitionRunner } from '../../lib/internal/partition/partition-runner';
+import type {
+  KeyOrdering,
+  RunningUnit,
+  UnitExecutor,
+} from '../../lib/internal/partition/partition-runner';
 import { Random } from '../sim/random';
 
 interface Unit {

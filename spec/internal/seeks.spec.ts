@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { NotAssignedError } from '../../lib';
 import type { KafkaMessage } from '../../lib';
-import { Assignments } from '../../lib/internal/assignments';
-import { FlowControl } from '../../lib/internal/flow-control';
-import { PartitionControl } from '../../lib/internal/partition-control';
-import { tpKey } from '../../lib/internal/rdkafka';
-import { Seeks } from '../../lib/internal/seeks';
-import { StartPositions } from '../../lib/internal/start-positions';
+import { Assignments } from '../../lib/internal/rebalance/assignments';
+import { FlowControl } from '../../lib/internal/loop/flow-control';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
+import { Seeks } from '../../lib/internal/rebalance/seeks';
+import { StartPositions } from '../../lib/internal/rebalance/start-positions';
 import type { FakeOptions } from '../fakes/fake-consumer';
 import { clientOverFake } from '../helpers/client';
 import { until } from '../helpers/harness';

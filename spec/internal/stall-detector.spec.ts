@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { RunningHandler, StallDetector } from '../../lib/internal/stall-detector';
+import { RunningHandler, StallDetector } from '../../lib/internal/observe/stall-detector';
 
 describe('StallDetector', () => {
   const setup = (thresholdMs = 100) => {

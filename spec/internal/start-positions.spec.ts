@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { StartPositionError } from '../../lib';
 import type { AssignedPartition, ReactiveConsumerOptions, StartPosition } from '../../lib';
-import type { CompletedStore } from '../../lib/internal/completed-store';
-import { tpKey } from '../../lib/internal/rdkafka';
-import { StartPositions } from '../../lib/internal/start-positions';
+import type { CompletedStore } from '../../lib/internal/commit/completed-store';
+import { tpKey } from '../../lib/internal/binding/rdkafka';
+import { StartPositions } from '../../lib/internal/rebalance/start-positions';
 import { clientOverFake } from '../helpers/client';
 
 const T = 'orders';

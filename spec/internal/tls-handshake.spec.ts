@@ -4,7 +4,7 @@ import {
   bootstrapAddresses,
   describeTlsSettings,
   parseTlsHandshakeFailure,
-} from '../../lib/internal/tls-handshake';
+} from '../../lib/internal/binding/tls-handshake';
 
 const verifyFailed = (broker: string, suffix = ' (after 6ms in state SSL_HANDSHAKE)') =>
   `[thrd:${broker}]: ${broker}: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA certificates are installed (install ca-certificates package)${suffix}`;

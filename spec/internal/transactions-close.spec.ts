@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import type { KafkaMessage } from '../../lib';
-import { resolveSettings } from '../../lib/config';
-import { NO_OBSERVER } from '../../lib/internal/engine-observer';
-import { PartitionControl } from '../../lib/internal/partition-control';
-import { Transactions } from '../../lib/internal/transactions';
+import { resolveSettings } from '../../lib/internal/settings/resolve-settings';
+import { NO_OBSERVER } from '../../lib/internal/observe/engine-observer';
+import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { Transactions } from '../../lib/internal/transactions/transactions';
 import { resolveTransactionalOptions } from '../../lib/transactional-options';
 import { gate, until } from '../helpers/harness';
 

@@ -1,0 +1,710 @@
+/**
+ * The consumer engine: the single owner of the node-rdkafka client and of the consumer's
+ * lifecycle. It runs the consume loop (one `consume(n)` in flight, seeks applied between two
+ * calls), dispatches each batch to the partition streams, and closes as a short sequence of calls
+ * into the units around it: the rebalance coordinator (assign, revoke, lost), the committer,
+ * flow control, seeks and incident handling. See docs/internals.md.
+ */
+import { Subject } from 'rxjs';
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../../config';
+import { AuthenticationError } from '../../errors';
+import type { FetchWakeMetrics } from '../../metrics';
+import type { ConsumerEvent, StartPosition, RebalanceEvent, TopicPartition } from '../../types';
+import { Assignments } from '../rebalance/assignments';
+import { ConsumeCadence } from './consume-cadence';
+import { FlowControl } from './flow-control';
+import { Committer } from '../commit/committer';
+import type { OffsetCommits } from '../commit/committer';
+import { StartPositions } from '../rebalance/start-positions';
+import {
+  assertNever,
+  classifyClientError,
+  classifyConsumeError,
+  classifyLog,
+  levelOf,
+} from '../binding/client-error-classifier';
+import type { ClientLog, Verdict } from '../binding/client-error-classifier';
+import { Conditions, settlesWithin } from './wait-conditions';
+import { ConsumerClient } from '../binding/consumer-client';
+import { NO_OBSERVER } from '../observe/engine-observer';
+import type { EngineObserver } from '../observe/engine-observer';
+import { FETCH_WAKE_TIMEOUT_MS, FetchWaker } from './fetch-waker';
+import { Incidents } from './incident-handler';
+import { toKafkaMessage } from '../binding/message-conversion';
+import { PartitionControl } from '../partition/partition-control';
+import type { FailureCounters, ProcessorHost } from '../process/processor';
+import { RebalanceCoordinator } from '../rebalance/rebalance-coordinator';
+import type { Stage } from '../rebalance/rebalance-coordinator';
+import { Seeks } from '../rebalance/seeks';
+import { leaveGroup, settleCommits } from '../rebalance/leave-group';
+import type { LeavingHost } from '../rebalance/leave-group';
+import { KafkaCompletedStore } from '../commit/completed-store';
+import type { CompletedStore } from '../commit/completed-store';
+import { connectionSettings } from '../settings/librdkafka-settings';
+import type { ConsumerFactory, LibrdKafkaError, Message } from '../binding/rdkafka';
+import {
+  defaultConsumerFactory,
+  errorMessage,
+  fatalCauseFromText,
+  list,
+  toKafkaError,
+  tpKey,
+} from '../binding/rdkafka';
+
+/**
+ * The engine's lifecycle; each state carries what is true only in it.
+ * `closing` moves through `releasing` (the loop still polls, so revokes and commits are served)
+ * and `disconnecting` (the loop stopped; only unassign works, docs/binding-behaviours.md, "Closing").
+ */
+export type EngineState =
+  | { readonly kind: 'idle' }
+  | { readonly kind: 'connecting' }
+  | { readonly kind: 'running'; readonly since: number; readonly loop: Promise<void> }
+  | {
+      readonly kind: 'closing';
+      readonly since: number;
+      /** When close() must be done by; a later close() with a shorter timeout brings it forward. */
+      deadline: number;
+      stage: 'releasing' | 'disconnecting';
+      /** Why the consumer ends, when it ends with an error. */
+      failure: Error | undefined;
+      readonly loop: Promise<void> | undefined;
+      readonly runningSince: number;
+    }
+  | { readonly kind: 'closed'; readonly failure: Error | undefined };
+
+/** Longest time between two position lookups while consume calls return full batches (notePositions). */
+const POSITION_INTERVAL_MS = 100;
+
+export class ConsumerEngine implements ProcessorHost {
+  /** Every rebalance phase, in order. */
+  readonly rebalances = new Subject<RebalanceEvent>();
+  /** Failure-policy outcomes, offset resets, unavailable topics, client errors. */
+  readonly events = new Subject<ConsumerEvent>();
+  /** Failure-policy outcomes since start (the processor counts them). */
+  readonly counters: FailureCounters = { retries: 0, skipped: 0, deadLettered: 0, failed: 0 };
+  /** One control per assigned partition per assignment; completes (or errors) when the engine ends. */
+  readonly partitionStreams = new Subject<PartitionControl>();
+  readonly client: ConsumerClient;
+  /** Time of the last completed consume call (ms since the epoch). */
+  lastPollAt = 0;
+  /** The `lastPollAt` of the consume call after which positions were last asked (notePositions). */
+  private positionsNotedAt = 0;
+  /** Messages that arrived for partitions not (or no longer) assigned and were dropped. */
+  lateMessagesDropped = 0;
+  /** Receives metrics hooks (see engine-observer.ts). */
+  observer: EngineObserver = NO_OBSERVER;
+
+  private state: EngineState = { kind: 'idle' };
+  /** The answers to start() and close() (both idempotent). */
+  private startPromise: Promise<void> | undefined;
+  private closePromise: Promise<void> | undefined;
+  /** A failure before close() began (close picks it up). */
+  private earlyFailure: Error | undefined;
+  /** Last time the consumer made progress: messages fetched or a commit confirmed. */
+  private lastProgressAt = 0;
+  private readonly assignments = new Assignments();
+  private readonly conditions = new Conditions();
+  private readonly cadence: ConsumeCadence;
+  private readonly store: CompletedStore | undefined;
+  private readonly startPositions: StartPositions;
+  private readonly committer: Committer;
+  private readonly flow: FlowControl;
+  private readonly seeks: Seeks;
+  private readonly rebalance: RebalanceCoordinator;
+  private readonly incidents: Incidents;
+  private readonly fetchWaker: FetchWaker;
+  private readonly partitionLoggers = new WeakMap<PartitionControl, Logger>();
+  /** `group.instance.id` when this consumer is a static member. */
+  private readonly staticInstanceId: string | undefined;
+
+  constructor(
+    private readonly settings: ConsumerSettings,
+    private readonly logger: Logger,
+    factory: ConsumerFactory = defaultConsumerFactory,
+    storeFactory?: (settings: ConsumerSettings) => CompletedStore,
+  ) {
+    const id = (settings.globalConfig as Record<string, unknown>)['group.instance.id'];
+    this.staticInstanceId = typeof id === 'string' && id !== '' ? id : undefined;
+    const memory = settings.rememberCompleted;
+    if (memory !== undefined) {
+      this.store =
+        storeFactory?.(settings) ??
+        new KafkaCompletedStore(
+          {
+            topic: memory.topic,
+            group: settings.groupId,
+            maxRuns: memory.maxRuns,
+            connection: connectionSettings(settings.globalConfig as Record<string, unknown>),
+            timeoutMs: settings.commitTimeoutMs,
+          },
+          logger.child({ component: 'completed-offsets' }),
+        );
+    }
+    const changed = (): void => this.conditions.changed();
+    const until = (condition: () => boolean, deadline: number): Promise<boolean> =>
+      this.conditions.until(condition, deadline);
+    const partitionLogger = (c: PartitionControl): Logger => this.partitionLogger(c);
+    const fail = (err: Error): void => this.failWith(err);
+    const newControl = (tp: TopicPartition, generation: number): PartitionControl =>
+      new PartitionControl(
+        tp.topic,
+        tp.partition,
+        generation,
+        tpKey(tp.topic, tp.partition),
+        this.onAck,
+      );
+    const started = (c: PartitionControl): void => this.partitionStreams.next(c);
+    const running = (): boolean => this.state.kind === 'running';
+
+    this.client = new ConsumerClient(
+      settings,
+      logger,
+      (err, assignment) => this.rebalance.onRebalance(err, assignment),
+      factory,
+      (err) => this.apply(classifyConsumeError(err), { err }),
+    );
+    this.client.onAnswered = changed;
+    this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
+    this.startPositions = new StartPositions(this.client, settings, logger, this.store);
+    this.committer = new Committer(this.client, settings, logger, this.store, {
+      progressed: () => (this.lastProgressAt = Date.now()),
+      changed,
+      until,
+      hopeless: () => this.failure instanceof AuthenticationError,
+      observer: () => this.observer,
+      partitionLogger,
+    });
+    this.flow = new FlowControl(this.client, settings, logger, {
+      controllable: (c) => this.stage() !== 'disconnecting' && this.assignments.owns(c),
+      running,
+      owner: (key) => this.assignments.get(key),
+      owned: () => this.assignments.values(),
+      partitionLogger,
+      resumed: (tps) => this.fetchWaker.resumed(tps),
+    });
+    this.seeks = new Seeks({
+      client: this.client,
+      assignments: this.assignments,
+      startPositions: this.startPositions,
+      flow: this.flow,
+      running,
+      newControl,
+      started,
+      changed,
+      partitionLogger,
+    });
+    this.incidents = new Incidents({
+      settings,
+      logger,
+      client: this.client,
+      staticInstanceId: this.staticInstanceId,
+      stage: () =>
+        this.state.kind === 'connecting' || this.state.kind === 'running'
+          ? this.state.kind
+          : 'other',
+      lastProgressAt: () => this.lastProgressAt,
+      until,
+      changed,
+      publish: (event) => this.publish(event),
+      fail,
+      failing: () => this.failure !== undefined,
+    });
+    this.fetchWaker = new FetchWaker({
+      client: this.client,
+      logger,
+      canRequest: () => this.stage() === 'open',
+      fetching: () => this.flow.fetching(),
+      held: () =>
+        this.assignments.controls().map((c) => ({ topic: c.topic, partition: c.partition })),
+      timeoutMs: Math.min(settings.commitTimeoutMs, FETCH_WAKE_TIMEOUT_MS),
+    });
+    this.rebalance = new RebalanceCoordinator({
+      settings,
+      logger,
+      client: this.client,
+      assignments: this.assignments,
+      startPositions: this.startPositions,
+      committer: this.committer,
+      flow: this.flow,
+      staticInstanceId: this.staticInstanceId,
+      stage: () => this.stage(),
+      closingBy: () => this.revokeDeadlineWhileClosing(),
+      until,
+      changed,
+      emit: (event) => this.rebalances.next(event),
+      fail,
+      newControl,
+      started,
+      assigned: (partitions) => this.incidents.topicsAvailable(partitions.map((p) => p.topic)),
+      fetchersResumed: () => this.fetchWaker.wake(),
+    });
+    const raw = this.client.raw;
+    raw.on('event.error', (err: LibrdKafkaError) => {
+      const error = toKafkaError(err, 'client error');
+      this.apply(classifyClientError(error), { err: error, code: error.kafkaCode });
+    });
+    raw.on('event.log', (log: ClientLog) =>
+      this.apply(classifyLog(log, fatalCauseFromText), { fac: log.fac, severity: log.severity }),
+    );
+  }
+
+  /** Broker-thread wakes so far (metrics). */
+  get fetchWakes(): FetchWakeMetrics {
+    const w = this.fetchWaker;
+    return { afterRebalance: w.wakes, afterResume: w.resumeWakes, requests: w.requests };
+  }
+
+  get lifecycle(): EngineState {
+    return this.state;
+  }
+
+  /** When the consume loop started (ms since the epoch; 0 before). */
+  get runningSince(): number {
+    const s = this.state;
+    return s.kind === 'running' ? s.since : s.kind === 'closing' ? s.runningSince : 0;
+  }
+
+  /**
+   * Routes the consumer's offsets through `commits` instead of committing them to the group
+   * (processTransactional()). Only before the consumer starts.
+   */
+  commitThrough(commits: OffsetCommits): void {
+    if (this.state.kind !== 'idle') throw new Error('commitThrough() after the consumer started');
+    this.committer.commitThrough(commits);
+  }
+
+  /** Something changed outside the engine (a transaction settled): re-check what waits. */
+  changed(): void {
+    this.conditions.changed();
+  }
+
+  /** Whether the stream still owns its partition (no seek or newer assignment replaced it). */
+  owns(control: PartitionControl): boolean {
+    return this.assignments.owns(control);
+  }
+
+  /** The controls of the partitions owned now, including ones being revoked (for metrics). */
+  controls(): PartitionControl[] {
+    return this.assignments.controls();
+  }
+
+  /** True while an assignment or a revoke is being handled. */
+  get rebalancing(): boolean {
+    return this.rebalance.busy;
+  }
+
+  /** Why this member is believed dropped from the group, until the next revoke or assignment. */
+  get membershipLost(): string | undefined {
+    return this.rebalance.membershipLost;
+  }
+
+  /** Fetch positions of the owned partitions (undefined where librdkafka does not know it yet). */
+  positions(): { topic: string; partition: number; offset: number | undefined }[] {
+    const owned = this.assignments.controls();
+    const tps = list(owned);
+    if (tps.length === 0 || this.state.kind !== 'running')
+      return tps.map((t) => ({ ...t, offset: undefined }));
+    let positions: { topic: string; partition: number; offset?: number }[] = [];
+    try {
+      positions = this.client.raw.position(tps);
+    } catch {
+      // not connected: fall back to what the ledgers know
+    }
+    return owned.map((c) => {
+      const p = positions.find((x) => x.topic === c.topic && x.partition === c.partition)?.offset;
+      // While held-back messages are fetched again, librdkafka's position runs ahead of what the
+      // stream was handed; where it knows none (after a seek), the ledger's next offset to read.
+      const known = typeof p === 'number' && p >= 0 && !this.flow.rewinding(c);
+      return { topic: c.topic, partition: c.partition, offset: known ? p : c.ledger.nextToRead };
+    });
+  }
+
+  /** Connects, subscribes and starts the consume loop. Idempotent. */
+  start(): Promise<void> {
+    this.startPromise ??= this.doStart();
+    return this.startPromise;
+  }
+
+  private async doStart(): Promise<void> {
+    if (this.state.kind !== 'idle') return;
+    this.state = { kind: 'connecting' };
+    this.logger.info({ topics: this.settings.topics }, 'connecting');
+    try {
+      await this.client.connect();
+    } catch (err) {
+      // librdkafka's error events (an authentication failure, say) are dispatched around the
+      // failed connect's callback: let them arrive, then end with the most telling error.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const refusal = this.incidents.takeConnectRefusal();
+      const failure = refusal ?? (err instanceof Error ? err : new Error(errorMessage(err)));
+      if (failure === err) this.logger.error({ err }, 'could not connect');
+      this.failWith(failure);
+      return;
+    }
+    this.incidents.takeConnectRefusal(); // connected after all: an earlier refusal was transient
+    if (this.state.kind !== 'connecting') return; // closed meanwhile
+    try {
+      this.client.raw.subscribe([...this.settings.topics]);
+    } catch (err) {
+      this.failWith(toKafkaError(err, 'subscribe failed'));
+      return;
+    }
+    this.logger.info({ topics: this.settings.topics }, 'subscribed');
+    const since = Date.now();
+    // The loop's first statement runs after this assignment (it awaits nothing before checking).
+    const loop = Promise.resolve()
+      .then(() => this.loop())
+      .catch((err: unknown) => {
+        this.logger.error({ err }, 'consume loop failed');
+        this.failWith(err instanceof Error ? err : new Error(errorMessage(err)));
+      });
+    this.state = { kind: 'running', since, loop };
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // The consume loop
+
+  /** The loop polls while running and while a close releases the partitions. */
+  private get polling(): boolean {
+    const s = this.state;
+    return s.kind === 'running' || (s.kind === 'closing' && s.stage === 'releasing');
+  }
+
+  /**
+   * Whether the raw consumer may still be handed to a call that uses it later (not once the close
+   * disconnects it).
+   */
+  get clientUsable(): boolean {
+    return this.stage() !== 'disconnecting';
+  }
+
+  private stage(): Stage {
+    const s = this.state;
+    if (s.kind === 'closed' || (s.kind === 'closing' && s.stage === 'disconnecting'))
+      return 'disconnecting';
+    return s.kind === 'closing' ? 'closing' : 'open';
+  }
+
+  private async loop(): Promise<void> {
+    while (this.polling) {
+      if (this.seeks.waiting) await this.seeks.apply();
+      if (this.flow.rewindsWaiting) await this.flow.applyRewinds();
+      const { size, timeoutMs } = this.cadence.next(
+        this.rebalance.busy || this.client.awaitingPoll || this.state.kind === 'closing',
+      );
+      let batch: Message[];
+      try {
+        batch = await this.client.consume(size, timeoutMs);
+      } catch (err) {
+        this.failWith(toKafkaError(err, 'consume failed'));
+        return;
+      }
+      this.lastPollAt = Date.now();
+      this.cadence.record(batch.length);
+      if (batch.length > 0) {
+        this.lastProgressAt = this.lastPollAt;
+        this.dispatch(batch);
+      }
+      this.notePositions(batch.length < size);
+      if (this.stage() !== 'disconnecting')
+        this.committer.maybeCommit(this.assignments.values(), (c) => this.assignments.owns(c));
+      if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  private dispatch(batch: Message[]): void {
+    for (const m of batch) {
+      const control = this.assignments.ownerOf(m.topic, m.partition);
+      if (control === undefined || !control.active) {
+        // A late delivery (docs/binding-behaviours.md, "Late messages"): its partition is no longer ours or is being revoked.
+        this.lateMessagesDropped += 1;
+        this.logger.debug(
+          { topic: m.topic, partition: m.partition, offset: m.offset },
+          'dropped a message of a partition not currently assigned',
+        );
+        continue;
+      }
+      if (m.offset <= control.ledger.lastDeliveredOffset) {
+        // librdkafka went back within one assignment (offset reset after out-of-range, log
+        // truncation). These offsets were handed out already in this assignment.
+        this.partitionLogger(control).warn(
+          { offset: m.offset, last: control.ledger.lastDeliveredOffset },
+          'partition position moved backwards; dropping offsets already delivered in this assignment',
+        );
+        continue;
+      }
+      // A partition the application paused delivers nothing, even if librdkafka dropped the pause.
+      if (this.flow.guarding && !this.flow.admit(control, m.offset)) continue;
+      if (control.finishedBefore(m.offset)) {
+        // A previous owner finished it (completed-offset memory): count it done, don't redo it.
+        control.skipCompleted(m.offset);
+        continue;
+      }
+      control.push(toKafkaMessage(m, control.generation, control.signal));
+      this.observer.received(m.topic, m.partition);
+      this.flow.afterPush(control);
+    }
+  }
+
+  /**
+   * Tells each active partition's ledger librdkafka's position, which moves past offsets that are
+   * never delivered: transaction markers, and aborted records under read_committed. Only here,
+   * between two consume calls, does the position count exactly the messages dispatched (a
+   * consume in flight moves it for messages JS has not seen yet).
+   *
+   * `position()` costs about as much as dispatching a few dozen messages, so it is asked after a
+   * consume call that returned fewer messages than asked (`short`: the prefetched messages ran out,
+   * which is when a partition can sit at a trailing marker) and otherwise at most every
+   * {@link POSITION_INTERVAL_MS}. The committable offset stays correct with any subset of these
+   * calls: each position taken here was exact when taken (every offset below it was delivered or
+   * never will be), the ledger only ever moves it up and ignores one at or below its last
+   * delivered offset, so a skipped call only delays moving past trailing markers — by at most one
+   * interval while messages keep coming, by nothing once the partition is caught up. A commit
+   * meanwhile (a revoke's final one, say) stops at the marker: the next owner reads nothing there.
+   */
+  private notePositions(short: boolean): void {
+    if (this.assignments.size === 0 || this.stage() === 'disconnecting') return;
+    const sinceNoted = this.lastPollAt - this.positionsNotedAt; // negative: the wall clock stepped back
+    if (!short && sinceNoted >= 0 && sinceNoted < POSITION_INTERVAL_MS) return;
+    // After a seek librdkafka resets the position to invalid until the new position's first
+    // record is consumed, so an old, higher position is never taken for the new stream's.
+    // A stream whose messages flow control held back: librdkafka's position counts them.
+    const active = this.assignments.controls().filter((c) => c.active && !this.flow.rewinding(c));
+    if (active.length === 0) return;
+    let positions: { topic: string; partition: number; offset?: number }[];
+    this.positionsNotedAt = this.lastPollAt;
+    try {
+      positions = this.client.raw.position(list(active));
+    } catch {
+      return;
+    }
+    for (const p of positions) {
+      if (typeof p.offset !== 'number' || p.offset < 0) continue;
+      this.assignments.get(tpKey(p.topic, p.partition))?.ledger.advanceTo(p.offset);
+    }
+  }
+
+  private onAck = (control: PartitionControl): void => {
+    this.assignments.acked(control);
+    this.flow.afterAck(control);
+    this.conditions.changed();
+  };
+
+  /** A child logger bound to the partition's topic, partition and generation. */
+  private partitionLogger(control: PartitionControl): Logger {
+    let logger = this.partitionLoggers.get(control);
+    if (logger === undefined) {
+      logger = this.logger.child({
+        topic: control.topic,
+        partition: control.partition,
+        generation: control.generation,
+      });
+      this.partitionLoggers.set(control, logger);
+    }
+    return logger;
+  }
+
+  /** Publishes a {@link ConsumerEvent}. */
+  publish(event: ConsumerEvent): void {
+    this.events.next(event);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // User controls: seek, pause, resume
+
+  /** Moves an owned partition to `position` (see seeks.ts); resolves with the offset. */
+  seek(tp: TopicPartition, position: StartPosition): Promise<number> {
+    return this.seeks.request(tp, position);
+  }
+
+  /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
+  pause(tps?: readonly TopicPartition[]): void {
+    this.flow.pause(tps);
+  }
+
+  /** Resumes what `pause()` paused (everything without `tps`); see {@link FlowControl.resume}. */
+  resume(tps?: readonly TopicPartition[]): void {
+    this.flow.resume(tps);
+  }
+
+  /** Partitions paused by the application (owned now or not). */
+  pausedByUser(): TopicPartition[] {
+    return this.flow.pausedByUser();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // What librdkafka says
+
+  /** Applies a verdict (see binding/client-error-classifier.ts); the only place librdkafka's reports act. */
+  private apply(verdict: Verdict, context: Record<string, unknown>): void {
+    switch (verdict.kind) {
+      case 'membership-lost':
+        this.rebalance.suspect(verdict.reason);
+        this.logger.warn(
+          'fac' in context ? { ...context, librdkafka: verdict.reason } : context,
+          verdict.logMessage,
+        );
+        return;
+      case 'authentication':
+        this.incidents.authenticationRefused(verdict.err);
+        return;
+      case 'fatal':
+        this.logger.error({ ...context, code: verdict.err.kafkaCode }, verdict.logMessage);
+        this.incidents.fatal(verdict.err);
+        return;
+      case 'offset-out-of-range':
+        this.logger.error(
+          context,
+          'offset out of range and auto.offset.reset=error: stopping (the partition would not be fetched again)',
+        );
+        this.failWith(verdict.err);
+        return;
+      case 'topic-unavailable':
+        this.incidents.topicUnavailable(verdict.err, verdict.reason);
+        return;
+      case 'transient':
+        this.incidents.transient(verdict.err, verdict.what);
+        return;
+      case 'fatal-cause':
+        this.incidents.fatalCauseIs(verdict.code);
+        this.logger[levelOf(verdict.log.severity)](context, verdict.log.message);
+        return;
+      case 'offset-reset':
+        this.incidents.offsetReset(verdict.reset);
+        return;
+      case 'log':
+        this.logger[verdict.level](context, verdict.log.message);
+        return;
+      default:
+        assertNever(verdict);
+    }
+  }
+
+  /** Why the consumer ends, when it ends with an error. */
+  private get failure(): Error | undefined {
+    const s = this.state;
+    return s.kind === 'closing' || s.kind === 'closed' ? s.failure : this.earlyFailure;
+  }
+
+  /** Ends the engine with an error: closes gracefully, then errors the partition stream. */
+  failWith(err: Error): void {
+    const s = this.state;
+    if (s.kind === 'closed' || this.failure !== undefined) return;
+    if (s.kind === 'closing') s.failure = err;
+    else this.earlyFailure = err;
+    void this.close();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Close
+
+  /** Graceful shutdown, bounded by `timeoutMs` (default `closeTimeoutMs`). Idempotent. */
+  close(timeoutMs: number = this.settings.closeTimeoutMs): Promise<void> {
+    const s = this.state;
+    if (this.closePromise === undefined) {
+      this.closePromise = this.doClose(timeoutMs);
+    } else if (s.kind === 'closing' && Date.now() + timeoutMs < s.deadline) {
+      // A later close() with a shorter deadline (a SIGTERM after an unsubscribe, say) wins: the
+      // revoke and the waits below fit themselves to it.
+      s.deadline = Date.now() + timeoutMs;
+      this.conditions.changed();
+    }
+    return this.closePromise;
+  }
+
+  private async doClose(timeoutMs: number): Promise<void> {
+    const before = this.state;
+    if (before.kind === 'idle' || before.kind === 'closed') {
+      this.state = { kind: 'closed', failure: this.failure };
+      this.finish();
+      return;
+    }
+    const startedAt = Date.now();
+    const closing: EngineState & { kind: 'closing' } = {
+      kind: 'closing',
+      since: startedAt,
+      deadline: startedAt + timeoutMs,
+      stage: 'releasing',
+      failure: this.earlyFailure,
+      loop: before.kind === 'running' ? before.loop : undefined,
+      runningSince: before.kind === 'running' ? before.since : 0,
+    };
+    this.state = closing;
+    this.conditions.changed(); // revokes in flight shorten their deadline to fit
+    if (before.kind === 'connecting') {
+      // The start sees the closing state after its connect and starts no loop.
+      await this.startPromise?.catch(() => undefined);
+      closing.stage = 'disconnecting';
+      await this.client.readsSettled();
+      await this.client.disconnect().catch(() => undefined);
+      this.state = { kind: 'closed', failure: closing.failure };
+      this.finish();
+      return;
+    }
+    // Partitions must be released by then; what is left is for unsubscribing and disconnecting.
+    const releaseBy = (): number =>
+      closing.deadline - Math.min(2000, Math.floor((closing.deadline - startedAt) / 10));
+    const deadline = (): number => closing.deadline;
+    this.logger.info({ partitions: this.assignments.size }, 'closing');
+    const leaving: LeavingHost = {
+      rebalance: this.rebalance,
+      assignments: this.assignments,
+      committer: this.committer,
+      client: this.client,
+      conditions: this.conditions,
+      logger: this.logger,
+      settings: this.settings,
+      staticInstanceId: this.staticInstanceId,
+    };
+    await leaveGroup(leaving, releaseBy);
+    await settleCommits(leaving, deadline);
+    closing.stage = 'disconnecting';
+    await closing.loop;
+    // A transactional call's worker, or a broker read's (committed offsets read back, start
+    // positions), may still use the native consumer: disconnected under it, the binding crashes.
+    // Each such call lasts at most a second (NATIVE_CALL_MS) when a close is due.
+    await this.committer.clientIdle();
+    await this.client.readsSettled();
+    this.seeks.rejectAll();
+    for (const c of this.assignments.values()) c.fence('consumer closed');
+    await this.withDeadline(
+      this.client.disconnect(),
+      Math.max(closing.deadline - Date.now(), 1000),
+    );
+    await this.store?.close().catch(() => undefined);
+    // Partitions no revoke released (librdkafka's close fired none for them) still end in events.
+    this.rebalance.endLeftovers(
+      this.assignments.controls(),
+      'the consumer closed before the partition was released (close deadline)',
+    );
+    for (const c of this.assignments.values()) c.release();
+    this.assignments.clear();
+    this.state = { kind: 'closed', failure: closing.failure };
+    this.logger.info({ durationMs: Date.now() - startedAt }, 'closed');
+    this.finish();
+  }
+
+  /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
+  private revokeDeadlineWhileClosing(): number {
+    const s = this.state;
+    if (s.kind !== 'closing') return Number.POSITIVE_INFINITY;
+    // Leave time to unsubscribe, leave the group and disconnect after the revoke.
+    const total = s.deadline - s.since;
+    return s.deadline - Math.min(2500, Math.floor(total / 5));
+  }
+
+  private finish(): void {
+    this.rebalances.complete();
+    this.events.complete();
+    const failure = this.failure;
+    if (failure) this.partitionStreams.error(failure);
+    else this.partitionStreams.complete();
+  }
+
+  private async withDeadline(promise: Promise<void>, ms: number): Promise<void> {
+    if (!(await settlesWithin(promise, ms)))
+      this.logger.warn({ ms }, 'disconnect did not finish in time');
+  }
+}
