@@ -11,24 +11,12 @@ import type { KafkaMessage, OutputRecord } from '../lib';
 import { FakeConsumer } from './fakes/fake-consumer';
 import type { FakeOptions } from './fakes/fake-consumer';
 import type { TxnOp } from './fakes/fake-transactional-producer';
-import { T, committed, harness, tp, until } from './helpers/harness';
+import { T, committed, harness, settledWithin, tp, until } from './helpers/harness';
 import { transactionalHarness } from './helpers/transactional';
 
 const one = (m: KafkaMessage): OutputRecord[] => [
   { topic: 'out', key: m.key, value: `${m.partition}:${m.offset}` },
 ];
-
-/** Settles `p` and says how long it took (fails past `withinMs`). */
-async function timed(p: Promise<unknown>, withinMs: number): Promise<number> {
-  const startedAt = Date.now();
-  let done = false;
-  p.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await until(() => done, 'close() to settle', withinMs);
-  return Date.now() - startedAt;
-}
 
 /**
  * A fake whose committed() (node-rdkafka's KafkaConsumerCommitted worker on the libuv pool) answers
@@ -92,7 +80,7 @@ describe('close() and the native calls in flight', () => {
     s.fake().produce(T, 0, 3);
     s.fake().rebalanceAssign([tp(0)]);
     await until(() => s.producer().calls.includes('send'), 'a periodic commit sends its offsets');
-    const tookMs = await timed(s.consumer.close({ timeoutMs: 2000 }), 25_000);
+    const tookMs = await settledWithin(s.consumer.close({ timeoutMs: 2000 }), 25_000);
     assert.equal(s.producer().disconnectedConsumerCalls, 0);
     assert.ok(tookMs < 3500, `close({timeoutMs: 2000}) took ${tookMs} ms`);
   });
@@ -123,7 +111,7 @@ describe('close() and the native calls in flight', () => {
     down = true;
     s.fake().produce(T, 0, 2);
     await until(() => s.producer().calls.filter((c) => c === 'commit').length >= 2, 'commit 3..4');
-    const tookMs = await timed(s.consumer.close({ timeoutMs: 2000 }), 25_000);
+    const tookMs = await settledWithin(s.consumer.close({ timeoutMs: 2000 }), 25_000);
     assert.ok(tookMs < 3500, `close({timeoutMs: 2000}) took ${tookMs} ms`);
   });
 
@@ -155,7 +143,7 @@ describe('close() and the native calls in flight', () => {
     void h.consumer.close({ timeoutMs: 20_000 });
     await until(() => fake().outstandingReads > 0, 'the read-back of the group offsets');
     // SIGTERM: a shorter close wins.
-    const tookMs = await timed(h.consumer.close({ timeoutMs: 1000 }), 25_000);
+    const tookMs = await settledWithin(h.consumer.close({ timeoutMs: 1000 }), 25_000);
     assert.ok(tookMs < 2500, `the second close took ${tookMs} ms`);
     assert.equal(
       fake().disconnectsDuringRead,

@@ -7,24 +7,12 @@ import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import type { KafkaMessage, OutputRecord, TransactionalOptions } from '../lib';
 import type { FakeTxnOptions, TxnOp } from './fakes/fake-transactional-producer';
-import { T, committed, tp, until } from './helpers/harness';
+import { T, committed, settledWithin, tp, until } from './helpers/harness';
 import { transactionalHarness } from './helpers/transactional';
 import type { TransactionalHarness } from './helpers/transactional';
 
 const three = (m: KafkaMessage): OutputRecord[] =>
   [0, 1, 2].map((i) => ({ topic: 'out', key: m.key, value: `${m.partition}:${m.offset}:${i}` }));
-
-/** Settles `p` and says how long it took, or fails past `withinMs`. */
-async function timed(p: Promise<unknown>, withinMs: number): Promise<number> {
-  const startedAt = Date.now();
-  let done = false;
-  p.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  await until(() => done, 'close() to settle', withinMs);
-  return Date.now() - startedAt;
-}
 
 describe('processTransactional(): close()', () => {
   const subs: Subscription[] = [];
@@ -69,7 +57,7 @@ describe('processTransactional(): close()', () => {
       () => s.producer().calls.filter((c) => c === 'commit').length >= 3,
       'the commit of 3..4 resumed',
     );
-    const tookMs = await timed(s.consumer.close(), 6000);
+    const tookMs = await settledWithin(s.consumer.close(), 6000);
     assert.ok(tookMs < 3500, `close() took ${tookMs} ms with closeTimeoutMs 2000`);
     assert.equal(committed(s, 0), 3, 'the unconfirmed commit never counted');
     assert.ok(s.producer().calls.includes('disconnect'), 'the producer was closed');
@@ -92,7 +80,7 @@ describe('processTransactional(): close()', () => {
     await until(() => Date.now() - closedAt > 1500, 'past the close deadline', 3000);
     assert.ok(s.fake().isConnected(), 'the consumer is still connected while the call holds it');
     s.producer().releaseOffsets();
-    await timed(closing, 5000);
+    await settledWithin(closing, 5000);
     assert.equal(s.producer().disconnectedConsumerCalls, 0, 'no call on a disconnected consumer');
     assert.ok(!s.fake().isConnected(), 'disconnected after the call answered');
     const open = s.producer().transactions.filter((t) => t.outcome === 'open' && t.records.length);
@@ -118,7 +106,7 @@ describe('processTransactional(): close()', () => {
     await until(() => committed(s, 0) === 1, '0:0 committed');
     s.fake().produce(T, 0, 1);
     await until(() => produced > 1, 'input 0:1 partly written');
-    const tookMs = await timed(s.consumer.close(), 6000);
+    const tookMs = await settledWithin(s.consumer.close(), 6000);
     assert.ok(tookMs < 3500, `close() took ${tookMs} ms with closeTimeoutMs 2000`);
     const withPart = s
       .producer()

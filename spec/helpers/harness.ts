@@ -59,3 +59,15 @@ export function gate(): { promise: Promise<void>; open: () => void } {
 /** The offset the fake broker holds as committed for a partition of {@link T}. */
 export const committed = (h: Harness, partition = 0): number | undefined =>
   h.fake().commits.get(`${T}[${partition}]`);
+
+/** Settles `p` and says how long it took, or fails past `withinMs`. */
+export async function settledWithin(p: Promise<unknown>, withinMs: number): Promise<number> {
+  const startedAt = Date.now();
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  await until(() => done, 'close() to settle', withinMs);
+  return Date.now() - startedAt;
+}
