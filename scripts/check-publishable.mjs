@@ -1,6 +1,6 @@
-// npm's prepublishOnly: refuses to publish while package.json or the README still carry the
-// placeholder repository URL (REPLACE-WITH-OWNER). Replace it everywhere with the real owner:
-//   grep -rl REPLACE-WITH-OWNER package.json README.md CHANGELOG.md CONTRIBUTING.md docs | xargs sed -i 's/REPLACE-WITH-OWNER/<owner>/g'
+// npm's prepublishOnly: refuses to publish while package.json, the README or the CHANGELOG carry
+// a placeholder repository owner (REPLACE-WITH-OWNER) instead of the real one
+// (https://github.com/reactive-rdkafka/reactive-rdkafka).
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
