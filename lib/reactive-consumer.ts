@@ -1,6 +1,8 @@
 import { Observable, defer, mergeMap } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import type { Logger } from 'pino';
+import { inspect } from 'node:util';
+import type { InspectOptions } from 'node:util';
 import { resolveSettings } from './internal/settings/resolve-settings';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
 import { AlreadySubscribedError, ClosedError, ConfigError } from './errors';
@@ -522,6 +524,29 @@ export class ReactiveConsumer {
    */
   positions(): { topic: string; partition: number; offset: number | undefined }[] {
     return this.engine.positions();
+  }
+
+  /**
+   * What `JSON.stringify(consumer)` shows: its group, topics, state and settings, with every
+   * secret-bearing setting (`sasl.password`, `ssl.key.pem`, …) as `[redacted]`.
+   */
+  toJSON(): {
+    groupId: string;
+    topics: readonly string[];
+    state: string;
+    settings: ConsumerSettings;
+  } {
+    return {
+      groupId: this.settings.groupId,
+      topics: this.settings.topics,
+      state: this.engine.lifecycle.kind,
+      settings: this.settings,
+    };
+  }
+
+  /** What `util.inspect(consumer)` (and `console.log`) shows: {@link toJSON}'s view, never the internals. */
+  [inspect.custom](_depth: number, options: InspectOptions): string {
+    return `ReactiveConsumer ${inspect(this.toJSON(), options)}`;
   }
 
   /** The consumer's metrics now: counters, handler and commit latency, per-partition state and lag. */

@@ -13,6 +13,7 @@ import {
   MIN_LOG_LEVEL,
   OWNED_SETTINGS,
 } from './librdkafka-settings';
+import { redactWhenShown } from './secrets';
 
 /** librdkafka's default `max.poll.interval.ms`. */
 export const LIBRDKAFKA_MAX_POLL_INTERVAL_MS = 300_000;
@@ -238,8 +239,8 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
   globalConfig['enable.auto.offset.store'] = false;
 
   return {
-    globalConfig: globalConfig as ConsumerGlobalConfig,
-    topicConfig: { ...topicConfig } as ConsumerTopicConfig,
+    globalConfig: redactWhenShown(globalConfig) as ConsumerGlobalConfig,
+    topicConfig: redactWhenShown({ ...topicConfig }) as ConsumerTopicConfig,
     topics: normaliseTopics(options.topics),
     groupId,
     groupProtocol,
