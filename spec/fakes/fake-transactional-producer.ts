@@ -41,6 +41,12 @@ export interface TxnFailurePlan {
   /** The call answers only once its timeout passed, as a librdkafka call that timed out does. */
   afterTimeout?: boolean;
   /**
+   * The call answers only after this long, whatever its timeout: librdkafka's
+   * send_offsets_to_transaction waits for its AddOffsetsToTxn answer (or that request's own
+   * timeout, `socket.timeout.ms`), not for the call's timeout.
+   */
+  answerAfterMs?: number;
+  /**
    * commitTransaction with `retriable`: the commit librdkafka goes on with in the background after
    * this answer reaches the broker, which commits the transaction now (records visible, offsets
    * applied); the next call resumes it and answers success without committing it again.
@@ -196,7 +202,8 @@ export class FakeTransactionalProducer extends EventEmitter {
         }),
       );
     };
-    if (failure?.afterTimeout === true) setTimeout(reply, timeoutMs);
+    if (failure?.answerAfterMs !== undefined) setTimeout(reply, failure.answerAfterMs);
+    else if (failure?.afterTimeout === true) setTimeout(reply, timeoutMs);
     else setImmediate(reply);
   }
 

@@ -546,7 +546,10 @@ export class Transactions implements OffsetCommits {
     const sentLive = new Set(streams.filter(live));
     try {
       if (tpos.length > 0) {
-        await this.retrying((t) => this.sendOffsets(tpos, t), deadline);
+        // Not in short calls: librdkafka's send_offsets_to_transaction is not resumable, it waits
+        // for its AddOffsetsToTxn answer whatever the call's timeout and fails as timed out when
+        // the answer comes after it, so calls shorter than the coordinator's answers never succeed.
+        await this.retrying((t) => this.sendOffsets(tpos, t), deadline, -Infinity, false);
       }
     } catch (err) {
       if (err === CONSUMER_GONE) {
@@ -856,15 +859,20 @@ export class Transactions implements OffsetCommits {
     fn: (timeoutMs: number) => Promise<void>,
     by: number | (() => number),
     floor = -Infinity,
+    resumable = true,
   ): Promise<void> {
     const deadline = (): number =>
       Math.max(this.closeBound(typeof by === 'number' ? by : by()), floor);
     for (let attempt = 1; ; attempt++) {
-      // In calls of at most NATIVE_CALL_MS: a close must not disconnect the consumer under a
-      // sendOffsetsToTransaction, and waits for the call in flight.
+      // A resumable call (commit, abort: librdkafka goes on in the background and the next call
+      // resumes it) in calls of at most NATIVE_CALL_MS, so that a close waits at most that for it.
       const timeoutMs = Math.max(
         1,
-        Math.min(this.settings.commitTimeoutMs, NATIVE_CALL_MS, deadline() - Date.now()),
+        Math.min(
+          this.settings.commitTimeoutMs,
+          resumable ? NATIVE_CALL_MS : Infinity,
+          deadline() - Date.now(),
+        ),
       );
       const calledAt = Date.now();
       try {
