@@ -1,4 +1,5 @@
 import { connectionSettings } from './internal/settings/librdkafka-settings';
+import { redactWhenShown } from './internal/settings/secrets';
 import type { ConsumerSettings } from './config';
 import { resolveDeserializer } from './deserializers';
 import { ConfigError } from './errors';
@@ -168,7 +169,7 @@ function resolveDeadLetter(
       );
     }
   }
-  return { topic, producerConfig };
+  return { topic, producerConfig: redactWhenShown(producerConfig) };
 }
 
 /** Validates `process()` options against the consumer's settings; throws {@link ConfigError}. */

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
 import { connectionSettings } from './internal/settings/librdkafka-settings';
+import { redactWhenShown } from './internal/settings/secrets';
 import type { ConsumerSettings } from './config';
 import { ConfigError } from './errors';
 import { resolveProcessOptions } from './process-options';
@@ -335,7 +336,7 @@ export function resolveTransactionalOptions(
   return {
     process: processOptions,
     transactionalId: id,
-    producerConfig,
+    producerConfig: redactWhenShown(producerConfig),
     maxMessages: messages,
     maxMs: ms,
     transactionTimeoutMs,

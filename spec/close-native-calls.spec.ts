@@ -56,7 +56,7 @@ describe('close() and the native calls in flight', () => {
     for (const s of subs.splice(0)) s.unsubscribe();
   });
 
-  it("processTransactional(): close({timeoutMs: 2000}) waits for a sendOffsetsToTransaction stuck on an unreachable coordinator (librdkafka ends it at its request timeout, not the call's) without disconnecting under it, and ends soon after it returns", async function () {
+  it('processTransactional(): close({timeoutMs: 2000}) keeps its deadline while a sendOffsetsToTransaction is stuck on an unreachable coordinator (librdkafka ends that call at its request timeout only): the transaction is left to the broker, and the consumer is disconnected once the call returned', async function () {
     this.timeout(30_000);
     let down = false;
     const STUCK_MS = 5000;
@@ -84,14 +84,14 @@ describe('close() and the native calls in flight', () => {
     s.fake().produce(T, 0, 3);
     s.fake().rebalanceAssign([tp(0)]);
     await until(() => s.producer().calls.includes('send'), 'a periodic commit sends its offsets');
-    const sentAt = Date.now();
     const tookMs = await settledWithin(s.consumer.close({ timeoutMs: 2000 }), 25_000);
+    assert.ok(tookMs < 3500, `close({timeoutMs: 2000}) took ${tookMs} ms`);
+    assert.equal(s.fake().isConnected(), true, 'disconnected while the send still ran');
+    // The call returns at its request's timeout; only then is the consumer disconnected.
+    await until(() => !s.fake().isConnected(), 'the deferred disconnect', STUCK_MS + 5000);
     assert.equal(s.producer().disconnectedConsumerCalls, 0);
-    const sendEndedAfterMs = STUCK_MS - (Date.now() - tookMs - sentAt);
-    assert.ok(
-      tookMs < Math.max(2000, sendEndedAfterMs) + 1500,
-      `close() took ${tookMs} ms; the send returned ${sendEndedAfterMs} ms after it began`,
-    );
+    // Nothing of the transaction was committed: its inputs are the next owner's.
+    assert.equal(committed(s, 0), undefined);
   });
 
   it('processTransactional(): close({timeoutMs: 2000}) stays within its deadline while a commitTransaction (commitTimeoutMs 8000) cannot reach the coordinator (it is resumable: no need to wait the whole call)', async function () {

@@ -311,7 +311,11 @@ export class FakeTransactionalProducer extends EventEmitter {
       if (c?.isConnected?.() === false) this.disconnectedConsumerCalls += 1;
       this.answer(
         'send',
-        cb,
+        (err) => {
+          // The worker used the consumer until it answered: disconnected meanwhile, it crashed.
+          if (c?.isConnected?.() === false) this.disconnectedConsumerCalls += 1;
+          cb(err);
+        },
         () => {
           txn.offsets.push(...offsets.map((o) => ({ ...o })));
         },

@@ -16,7 +16,6 @@ import { untilMoving } from '../loop/wait-conditions';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { PartitionControl } from '../partition/partition-control';
 import { OWNERSHIP_LOST_CODES, errorMessage, kafkaCodeOf, tpKey } from '../binding/rdkafka';
-import { NATIVE_CALL_MS } from '../loop/timers';
 
 /** A partition about to be released, and the offset the group must hold for it. */
 export interface FinalOffset {
@@ -126,8 +125,10 @@ export async function verifyFinalOffsets(
     drop(pending.filter((f) => !releasable(f)));
     if (pending.length === 0) break;
     const readAt = Date.now();
-    // In reads of at most NATIVE_CALL_MS: a close must not disconnect the consumer under one.
-    const timeoutMs = Math.min(settings.commitTimeoutMs, NATIVE_CALL_MS, by() - readAt);
+    // Whole reads: rd_kafka_committed sends a fresh OffsetFetch per call, so reads shorter than the
+    // coordinator's answer would never succeed. A close does not disconnect under one (it waits for
+    // it up to its deadline, then leaves the disconnect to when it returns).
+    const timeoutMs = Math.min(settings.commitTimeoutMs, by() - readAt);
     if (timeoutMs <= 0) break;
     const read = await bounded(
       client.committed(

@@ -26,6 +26,7 @@ import {
 } from '../binding/client-error-classifier';
 import type { ClientLog, Verdict } from '../binding/client-error-classifier';
 import { Conditions, settlesWithin } from './wait-conditions';
+import { NATIVE_CALL_MS } from './timers';
 import { ConsumerClient } from '../binding/consumer-client';
 import { NO_OBSERVER } from '../observe/engine-observer';
 import type { EngineObserver } from '../observe/engine-observer';
@@ -665,14 +666,26 @@ export class ConsumerEngine implements ProcessorHost {
     // A transactional call's worker, or a broker read's (committed offsets read back, start
     // positions), may still use the native consumer: disconnected under it, the binding crashes.
     // Each such call lasts at most a second (NATIVE_CALL_MS) when a close is due.
-    await this.committer.clientIdle();
-    await this.client.readsSettled();
+    const idle = Promise.all([this.committer.clientIdle(), this.client.readsSettled()]);
+    const idleInTime = await settlesWithin(
+      idle,
+      Math.max(closing.deadline - Date.now(), 0) + NATIVE_CALL_MS,
+    );
     this.seeks.rejectAll();
     for (const c of this.assignments.values()) c.fence('consumer closed');
-    await this.withDeadline(
-      this.client.disconnect(),
-      Math.max(closing.deadline - Date.now(), 1000),
-    );
+    if (idleInTime) {
+      await this.withDeadline(
+        this.client.disconnect(),
+        Math.max(closing.deadline - Date.now(), 1000),
+      );
+    } else {
+      // Only a sendOffsetsToTransaction waiting on an unreachable coordinator lasts this long
+      // (librdkafka ends it when its request times out): disconnect once it returns.
+      this.logger.warn(
+        'a native call still uses the consumer at the close deadline (sendOffsetsToTransaction waiting on an unreachable transaction coordinator): the consumer is disconnected once it returns',
+      );
+      void idle.then(() => this.client.disconnect()).catch(() => undefined);
+    }
     await this.store?.close().catch(() => undefined);
     // Partitions no revoke released (librdkafka's close fired none for them) still end in events.
     this.rebalance.endLeftovers(

@@ -8,16 +8,23 @@ import { inspect } from 'node:util';
 /** What a redacted value reads as. */
 export const REDACTED = '[redacted]';
 
+/** librdkafka's own sensitive properties (rdkafka_conf.c), besides what the patterns below catch. */
+const SENSITIVE = new Set([
+  'sasl.username',
+  'sasl.oauthbearer.config',
+  'sasl.oauthbearer.extensions',
+  'ssl.key.location',
+  'ssl.key.pem',
+  'ssl_key',
+  'ssl.ca.pem',
+]);
+
 /**
- * Whether a librdkafka setting carries a secret: passwords, client secrets, private keys (PEM or
- * the `ssl_key` object), and the OAUTHBEARER config string (it may hold credentials).
+ * Whether a librdkafka setting carries a secret: librdkafka's sensitive properties, and any key
+ * naming a password, a secret, a private key or a keystore.
  */
 export function isSecretKey(key: string): boolean {
-  return (
-    /password|secret|private\.key|^ssl\.key\.pem$|^ssl_key$|^sasl\.oauthbearer\.config$/i.test(
-      key,
-    ) || /^ssl\.keystore\./i.test(key)
-  );
+  return SENSITIVE.has(key) || /password|secret|private\.key|^ssl\.keystore\./i.test(key);
 }
 
 /** A copy of `config` with every secret value replaced by {@link REDACTED}. */

@@ -67,7 +67,7 @@ import type { Finished, TransactionWork } from './transaction-writer';
 import { toKafkaError } from '../binding/rdkafka';
 import { TxnCallError } from './transactional-producer';
 import type { TransactionalProducer, TxnFailure } from './transactional-producer';
-import { NATIVE_CALL_MS } from '../loop/timers';
+import { NATIVE_CALL_MS, timerDelay } from '../loop/timers';
 
 /** What the unit needs from the engine. */
 export interface TransactionsHost {
@@ -129,6 +129,13 @@ const CLOSED_WHILE_STARTING = new Error(
   'the consumer closed while the transactional producer was starting',
 );
 /** The consumer is being disconnected: no more offsets can be sent with its group metadata. */
+/**
+ * The close deadline came while a sendOffsetsToTransaction was still in flight (librdkafka ends it
+ * only when its request is answered or times out): the transaction is left to the broker.
+ */
+const CLOSE_DUE = new Error(
+  'the close deadline came while the transaction offsets were being sent (the transaction coordinator does not answer): the transaction is left to the broker, which aborts it at transaction.timeout.ms (nothing of it is visible; its inputs are redone by the next owner); the consumer and the producer are disconnected once that call returns',
+);
 const CONSUMER_GONE = new Error(
   'the consumer closed before the transaction offsets could be sent: the transaction is aborted and its inputs redone by the next owner',
 );
@@ -172,6 +179,12 @@ export class Transactions implements OffsetCommits {
   private closing: Promise<void> | undefined;
   /** When a close() must be done by (Infinity until one begins): no commit is resumed past it. */
   private closeBy = Infinity;
+  /** Rejects with CLOSE_DUE at `closeBy` (a close's deadline); never before a close began. */
+  private closeDue: Promise<never>;
+  private closeDueTimer: NodeJS.Timeout | undefined;
+  private rejectCloseDue: (err: Error) => void = () => undefined;
+  /** The transaction whose offset send a close stopped waiting for: aborted once it returns. */
+  private abandoned: TransactionWork | undefined;
   /** A sendOffsetsToTransaction in flight (its worker reads the consumer). */
   private offsetsInFlight: Promise<void> | undefined;
   /** While a revoke waits for a commit: until when it holds its partitions for one timed out. */
@@ -184,6 +197,10 @@ export class Transactions implements OffsetCommits {
     private readonly logger: Logger,
     private readonly host: TransactionsHost,
   ) {
+    this.closeDue = new Promise<never>((_, reject) => {
+      this.rejectCloseDue = reject;
+    });
+    this.closeDue.catch(() => undefined); // only the calls racing it care
     this.writer = new TransactionWriter(producer, options.maxMessages, logger, {
       accepting: () => this.state.kind === 'open' && this.op === undefined,
       dead: (c) => this.dead(c),
@@ -549,9 +566,20 @@ export class Transactions implements OffsetCommits {
         // Not in short calls: librdkafka's send_offsets_to_transaction is not resumable, it waits
         // for its AddOffsetsToTxn answer whatever the call's timeout and fails as timed out when
         // the answer comes after it, so calls shorter than the coordinator's answers never succeed.
-        await this.retrying((t) => this.sendOffsets(tpos, t), deadline, -Infinity, false);
+        // A close does not wait for it past its deadline (see CLOSE_DUE).
+        await Promise.race([
+          this.retrying((t) => this.sendOffsets(tpos, t), deadline, -Infinity, false),
+          this.closeDue,
+        ]);
       }
     } catch (err) {
+      if (err === CLOSE_DUE) {
+        this.host.observer().commit(kind, tpos, Date.now() - sentAt, CLOSE_DUE);
+        this.logger.warn({ kind, offsets: tpos }, CLOSE_DUE.message);
+        this.state = { kind: 'failed', error: CLOSE_DUE };
+        this.abandoned = txn;
+        return failed(CLOSE_DUE.message, txn);
+      }
       if (err === CONSUMER_GONE) {
         this.state = { kind: 'open' }; // abort() takes it from here
         await this.abort(txn, CONSUMER_GONE.message, deadline);
@@ -943,6 +971,12 @@ export class Transactions implements OffsetCommits {
    */
   closingBy(by: number): void {
     this.closeBy = Math.min(this.closeBy, by);
+    clearTimeout(this.closeDueTimer);
+    this.closeDueTimer = setTimeout(
+      () => this.rejectCloseDue(CLOSE_DUE),
+      timerDelay(this.closeBy - Date.now()),
+    );
+    this.closeDueTimer.unref();
   }
 
   private async closeOnce(): Promise<void> {
@@ -958,7 +992,29 @@ export class Transactions implements OffsetCommits {
     }
     if (this.state.kind !== 'closed') {
       this.state = { kind: 'closed' };
-      await this.producer.close(Math.max(1000, Math.min(10_000, this.closeBy - Date.now())));
+      const closeProducer = (): Promise<void> =>
+        this.producer.close(Math.max(1000, Math.min(10_000, this.closeBy - Date.now())));
+      // The transaction a close stopped waiting for (see CLOSE_DUE) is aborted once its offset
+      // send returned (an abort meanwhile conflicts with it): read_committed readers of its outputs
+      // need not wait for transaction.timeout.ms. The producer closes after that.
+      const settle = async (): Promise<void> => {
+        const txn = this.abandoned;
+        this.abandoned = undefined;
+        if (txn !== undefined && txn.touched.size > 0) {
+          this.state = { kind: 'open' }; // abort() takes it from here
+          await this.abort(txn, CLOSE_DUE.message, Date.now() + this.settings.commitTimeoutMs);
+          this.state = { kind: 'closed' };
+        }
+        await closeProducer();
+      };
+      if (this.offsetsInFlight !== undefined) {
+        // It uses the producer (and the consumer): after this close returned.
+        void this.clientIdle()
+          .then(settle)
+          .catch(() => undefined);
+        return;
+      }
+      await settle();
     }
   }
 }
