@@ -273,7 +273,9 @@ describe('failure handling (real broker)', function () {
     const wrong = consumer('wrong', {
       config: { ...sasl, 'sasl.password': 'not-the-password' },
       topics: [topic],
-      connectTimeoutMs: 5000,
+      // Room for the SCRAM handshake on a loaded machine (make test runs four suites at once): a
+      // transport failure before the broker answered would end as a ConnectError instead.
+      connectTimeoutMs: 15_000,
       logger: capture,
     });
     let calls = 0;
@@ -285,7 +287,7 @@ describe('failure handling (real broker)', function () {
     assert.match(err.message, /sasl\.username=test-user/);
     assert.doesNotMatch(err.message, /not-the-password/);
     assert.equal(calls, 0);
-    // librdkafka would retry forever; within the 5 s connect window it tried only a few times.
+    // librdkafka would retry forever; within the connect window it tried only a few times.
     const attempts = lines.filter((l) =>
       /authentication failure|SASL authentication error/i.test(l),
     );

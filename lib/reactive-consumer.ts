@@ -566,7 +566,9 @@ export class ReactiveConsumer {
    * Graceful shutdown: stops intake, waits for revokes already in flight, drains in-flight
    * handlers, commits (confirmed by the broker), leaves the group and disconnects, within
    * `timeoutMs` (default `closeTimeoutMs`, 25 s: inside a Kubernetes pod's 30 s SIGTERM grace
-   * period). Idempotent: a later call returns the same promise, and if its `timeoutMs` ends sooner
+   * period). A native call that cannot be cut short (a `sendOffsetsToTransaction` stuck on an
+   * unreachable transaction coordinator) is left to finish: the disconnect (and, with transactions,
+   * the abort) happens once it returned, after this promise resolved (docs/exactly-once.md). Idempotent: a later call returns the same promise, and if its `timeoutMs` ends sooner
    * than the first call's deadline, the sooner deadline holds (a SIGTERM after an unsubscribe must
    * still fit its grace period; the drain is cut shorter then). Safe before the first assignment
    * and from a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline

@@ -124,6 +124,27 @@ describe('close() and the native calls in flight', () => {
     assert.ok(tookMs < 3500, `close({timeoutMs: 2000}) took ${tookMs} ms`);
   });
 
+  it('processTransactional(): a long-running consumer keeps nothing per commit for a close that never came (each offset send listens for the close deadline only while it runs)', async function () {
+    this.timeout(30_000);
+    const s = transactionalHarness({}, {});
+    subs.push(
+      s.consumer
+        .processTransactional(one, { transactionalId: 'tx-no-leak', maxMs: 5 })
+        .subscribe({ error: () => undefined }),
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().rebalanceAssign([tp(0)]);
+    for (let i = 0; i < 40; i++) {
+      s.fake().produce(T, 0, 1);
+      await until(() => committed(s, 0) === i + 1, `input ${i} committed`);
+    }
+    // An internal invariant, read through the consumer: no waiter outlives its call.
+    const unit = (s.consumer as unknown as { transactions: { closeDueWaiters: Set<unknown> } })
+      .transactions;
+    assert.equal(unit.closeDueWaiters.size, 0);
+    assert.ok(s.producer().calls.filter((c) => c === 'send').length >= 40);
+  });
+
   it('process(): a second, shorter close() during the final commit’s read-back (a commit of unknown outcome) never disconnects while node-rdkafka’s committed() worker still runs', async function () {
     this.timeout(30_000);
     let created: SlowReadFake | undefined;

@@ -128,14 +128,15 @@ const EXPIRED =
 const CLOSED_WHILE_STARTING = new Error(
   'the consumer closed while the transactional producer was starting',
 );
-/** The consumer is being disconnected: no more offsets can be sent with its group metadata. */
 /**
  * The close deadline came while a sendOffsetsToTransaction was still in flight (librdkafka ends it
- * only when its request is answered or times out): the transaction is left to the broker.
+ * only when its request is answered or times out): close() stops waiting for it; the transaction
+ * is aborted, and the consumer and the producer disconnected, once that call returned.
  */
 const CLOSE_DUE = new Error(
-  'the close deadline came while the transaction offsets were being sent (the transaction coordinator does not answer): the transaction is left to the broker, which aborts it at transaction.timeout.ms (nothing of it is visible; its inputs are redone by the next owner); the consumer and the producer are disconnected once that call returns',
+  'the close deadline came while the transaction offsets were being sent (the transaction coordinator does not answer): close() ends without waiting for that call; once it returns, the transaction is aborted (nothing of it is visible; its inputs are redone by the next owner; if the process exits first, the broker aborts it at transaction.timeout.ms) and the consumer and the producer are disconnected',
 );
+/** The consumer is being disconnected: no more offsets can be sent with its group metadata. */
 const CONSUMER_GONE = new Error(
   'the consumer closed before the transaction offsets could be sent: the transaction is aborted and its inputs redone by the next owner',
 );
@@ -180,9 +181,11 @@ export class Transactions implements OffsetCommits {
   /** When a close() must be done by (Infinity until one begins): no commit is resumed past it. */
   private closeBy = Infinity;
   /** Rejects with CLOSE_DUE at `closeBy` (a close's deadline); never before a close began. */
-  private closeDue: Promise<never>;
   private closeDueTimer: NodeJS.Timeout | undefined;
-  private rejectCloseDue: (err: Error) => void = () => undefined;
+  /** The close deadline came (see CLOSE_DUE). */
+  private closeDueFired = false;
+  /** Calls waiting on it (one per call in flight, removed when the call settles). */
+  private readonly closeDueWaiters = new Set<() => void>();
   /** The transaction whose offset send a close stopped waiting for: aborted once it returns. */
   private abandoned: TransactionWork | undefined;
   /** A sendOffsetsToTransaction in flight (its worker reads the consumer). */
@@ -197,10 +200,6 @@ export class Transactions implements OffsetCommits {
     private readonly logger: Logger,
     private readonly host: TransactionsHost,
   ) {
-    this.closeDue = new Promise<never>((_, reject) => {
-      this.rejectCloseDue = reject;
-    });
-    this.closeDue.catch(() => undefined); // only the calls racing it care
     this.writer = new TransactionWriter(producer, options.maxMessages, logger, {
       accepting: () => this.state.kind === 'open' && this.op === undefined,
       dead: (c) => this.dead(c),
@@ -567,10 +566,9 @@ export class Transactions implements OffsetCommits {
         // for its AddOffsetsToTxn answer whatever the call's timeout and fails as timed out when
         // the answer comes after it, so calls shorter than the coordinator's answers never succeed.
         // A close does not wait for it past its deadline (see CLOSE_DUE).
-        await Promise.race([
+        await this.untilCloseDue(
           this.retrying((t) => this.sendOffsets(tpos, t), deadline, -Infinity, false),
-          this.closeDue,
-        ]);
+        );
       }
     } catch (err) {
       if (err === CLOSE_DUE) {
@@ -971,12 +969,48 @@ export class Transactions implements OffsetCommits {
    */
   closingBy(by: number): void {
     this.closeBy = Math.min(this.closeBy, by);
+    this.armCloseDue();
+  }
+
+  /** Fires CLOSE_DUE at `closeBy` (re-armed while it is further away than a timer can wait). */
+  private armCloseDue(): void {
     clearTimeout(this.closeDueTimer);
-    this.closeDueTimer = setTimeout(
-      () => this.rejectCloseDue(CLOSE_DUE),
-      timerDelay(this.closeBy - Date.now()),
-    );
+    if (this.closeDueFired || this.closeBy === Infinity) return;
+    const inMs = this.closeBy - Date.now();
+    this.closeDueTimer = setTimeout(() => {
+      if (Date.now() < this.closeBy) {
+        this.armCloseDue();
+        return;
+      }
+      this.closeDueFired = true;
+      for (const wake of [...this.closeDueWaiters]) wake();
+    }, timerDelay(inMs));
     this.closeDueTimer.unref();
+  }
+
+  /** `call`'s outcome, or CLOSE_DUE once a close's deadline came first (the call goes on). */
+  private untilCloseDue<T>(call: Promise<T>): Promise<T> {
+    if (this.closeDueFired) {
+      call.catch(() => undefined);
+      return Promise.reject(CLOSE_DUE);
+    }
+    return new Promise<T>((resolve, reject) => {
+      const due = (): void => {
+        this.closeDueWaiters.delete(due);
+        reject(CLOSE_DUE);
+      };
+      this.closeDueWaiters.add(due);
+      call.then(
+        (value) => {
+          this.closeDueWaiters.delete(due);
+          resolve(value);
+        },
+        (err: unknown) => {
+          this.closeDueWaiters.delete(due);
+          reject(err);
+        },
+      );
+    });
   }
 
   private async closeOnce(): Promise<void> {
