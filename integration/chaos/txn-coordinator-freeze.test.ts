@@ -271,16 +271,20 @@ describe('the transaction coordinator frozen (real three-node cluster)', functio
           leaver.proc.kill('SIGTERM');
         }
         // Thaw once the freeze lasted its time and a rebalance began during it (a member emitted
-        // `revoking` after the freeze) at least 1.5 s before, within a deadline. A member whose
-        // commit waits on the frozen coordinator starts its revoke only once that commit settles
-        // (at the transaction's deadline, TXN_TIMEOUT_MS): under KIP-848 the assignor may take the
-        // joiner's partitions from that member alone, so the deadline covers it (in runs here the
-        // KIP-848 rebalance began 19–34 s into the freeze; eager and cooperative-sticky in < 2 s).
+        // `revoking`, `assigned` or `lost` after the freeze) at least 1.5 s before, within a
+        // deadline. A member whose commit waits on the frozen coordinator starts its revoke only once
+        // that commit settles (at the transaction's deadline, TXN_TIMEOUT_MS, or it stops there):
+        // when the assignor takes the joiner's partitions from that member alone, the other members
+        // emit nothing until then, so the deadline covers it (in runs here the rebalance began in
+        // < 2 s, or 19–34 s into the freeze).
+        const REBALANCE_EVENTS = new Set(['revoking', 'assigned', 'lost']);
         const revokedDuringFreeze = (): boolean =>
-          lines().some((l) => l.type === 'revoking' && l.at > frozenAt && l.at < Date.now() - 1500);
+          lines().some(
+            (l) => REBALANCE_EVENTS.has(l.type) && l.at > frozenAt && l.at < Date.now() - 1500,
+          );
         await waitFor(() => Date.now() - frozenAt >= freezeMs && revokedDuringFreeze(), {
           timeoutMs: TXN_TIMEOUT_MS + 30_000,
-          what: 'a rebalance (a revoking event) during the freeze',
+          what: 'a rebalance (a revoking, assigned or lost event) during the freeze',
           intervalMs: 100,
         }).catch(() => undefined);
         const rebalancedInFreeze = revokedDuringFreeze();
