@@ -210,14 +210,25 @@ export async function highWatermarks(
     uniqueName('inspect'),
     async (c) => {
       const out: number[] = [];
-      for (let p = 0; p < partitions; p++) {
-        out.push(
-          await new Promise<number>((resolve, reject) =>
-            c.queryWatermarkOffsets(topic, p, 10_000, (err, w) =>
-              err ? reject(err) : resolve(w.highOffset),
-            ),
+      const read = (p: number): Promise<number> =>
+        new Promise<number>((resolve, reject) =>
+          c.queryWatermarkOffsets(topic, p, 10_000, (err, w) =>
+            err ? reject(err) : resolve(w.highOffset),
           ),
         );
+      for (let p = 0; p < partitions; p++) {
+        // A leader moving (a broker killed by a chaos test) answers "Not leader for partition"
+        // until the metadata catches up: asked again for up to 30 s.
+        const by = Date.now() + 30_000;
+        for (;;) {
+          try {
+            out.push(await read(p));
+            break;
+          } catch (err) {
+            if (Date.now() >= by) throw err;
+            await new Promise((r) => setTimeout(r, 250));
+          }
+        }
       }
       return out;
     },
