@@ -139,9 +139,9 @@ describe('close() and the native calls in flight', () => {
       await until(() => committed(s, 0) === i + 1, `input ${i} committed`);
     }
     // An internal invariant, read through the consumer: no waiter outlives its call.
-    const unit = (s.consumer as unknown as { transactions: { closeDueWaiters: Set<unknown> } })
+    const unit = (s.consumer as unknown as { transactions: { closeDeadline: { waiting: number } } })
       .transactions;
-    assert.equal(unit.closeDueWaiters.size, 0);
+    assert.equal(unit.closeDeadline.waiting, 0);
     assert.ok(s.producer().calls.filter((c) => c === 'send').length >= 40);
   });
 

@@ -679,10 +679,10 @@ export class ConsumerEngine implements ProcessorHost {
         Math.max(closing.deadline - Date.now(), 1000),
       );
     } else {
-      // Only a sendOffsetsToTransaction waiting on an unreachable coordinator lasts this long
-      // (librdkafka ends it when its request times out): disconnect once it returns.
+      // A sendOffsetsToTransaction waiting on an unreachable coordinator (librdkafka ends it when
+      // its request times out), or a broker read with a long timeout: disconnect once it returns.
       this.logger.warn(
-        'a native call still uses the consumer at the close deadline (sendOffsetsToTransaction waiting on an unreachable transaction coordinator): the consumer is disconnected once it returns',
+        'a native call still uses the consumer at the close deadline (an offset send to an unreachable transaction coordinator, or a broker read): the consumer is disconnected once it returns',
       );
       void idle.then(() => this.client.disconnect()).catch(() => undefined);
     }

@@ -67,7 +67,8 @@ import type { Finished, TransactionWork } from './transaction-writer';
 import { toKafkaError } from '../binding/rdkafka';
 import { TxnCallError } from './transactional-producer';
 import type { TransactionalProducer, TxnFailure } from './transactional-producer';
-import { NATIVE_CALL_MS, timerDelay } from '../loop/timers';
+import { NATIVE_CALL_MS } from '../loop/timers';
+import { CloseDeadline } from './close-deadline';
 
 /** What the unit needs from the engine. */
 export interface TransactionsHost {
@@ -179,13 +180,8 @@ export class Transactions implements OffsetCommits {
 
   private closing: Promise<void> | undefined;
   /** When a close() must be done by (Infinity until one begins): no commit is resumed past it. */
-  private closeBy = Infinity;
-  /** Rejects with CLOSE_DUE at `closeBy` (a close's deadline); never before a close began. */
-  private closeDueTimer: NodeJS.Timeout | undefined;
-  /** The close deadline came (see CLOSE_DUE). */
-  private closeDueFired = false;
-  /** Calls waiting on it (one per call in flight, removed when the call settles). */
-  private readonly closeDueWaiters = new Set<() => void>();
+  /** A close's deadline (`Infinity` while no close began); see CLOSE_DUE. */
+  private readonly closeDeadline = new CloseDeadline();
   /** The transaction whose offset send a close stopped waiting for: aborted once it returns. */
   private abandoned: TransactionWork | undefined;
   /** A sendOffsetsToTransaction in flight (its worker reads the consumer). */
@@ -566,8 +562,9 @@ export class Transactions implements OffsetCommits {
         // for its AddOffsetsToTxn answer whatever the call's timeout and fails as timed out when
         // the answer comes after it, so calls shorter than the coordinator's answers never succeed.
         // A close does not wait for it past its deadline (see CLOSE_DUE).
-        await this.untilCloseDue(
+        await this.closeDeadline.race(
           this.retrying((t) => this.sendOffsets(tpos, t), deadline, -Infinity, false),
+          CLOSE_DUE,
         );
       }
     } catch (err) {
@@ -968,49 +965,12 @@ export class Transactions implements OffsetCommits {
    * unknown, the broker settles it). The sooner of several deadlines holds.
    */
   closingBy(by: number): void {
-    this.closeBy = Math.min(this.closeBy, by);
-    this.armCloseDue();
+    this.closeDeadline.tighten(by);
   }
 
-  /** Fires CLOSE_DUE at `closeBy` (re-armed while it is further away than a timer can wait). */
-  private armCloseDue(): void {
-    clearTimeout(this.closeDueTimer);
-    if (this.closeDueFired || this.closeBy === Infinity) return;
-    const inMs = this.closeBy - Date.now();
-    this.closeDueTimer = setTimeout(() => {
-      if (Date.now() < this.closeBy) {
-        this.armCloseDue();
-        return;
-      }
-      this.closeDueFired = true;
-      for (const wake of [...this.closeDueWaiters]) wake();
-    }, timerDelay(inMs));
-    this.closeDueTimer.unref();
-  }
-
-  /** `call`'s outcome, or CLOSE_DUE once a close's deadline came first (the call goes on). */
-  private untilCloseDue<T>(call: Promise<T>): Promise<T> {
-    if (this.closeDueFired) {
-      call.catch(() => undefined);
-      return Promise.reject(CLOSE_DUE);
-    }
-    return new Promise<T>((resolve, reject) => {
-      const due = (): void => {
-        this.closeDueWaiters.delete(due);
-        reject(CLOSE_DUE);
-      };
-      this.closeDueWaiters.add(due);
-      call.then(
-        (value) => {
-          this.closeDueWaiters.delete(due);
-          resolve(value);
-        },
-        (err: unknown) => {
-          this.closeDueWaiters.delete(due);
-          reject(err);
-        },
-      );
-    });
+  /** The close deadline (`Infinity` while no close began). */
+  private get closeBy(): number {
+    return this.closeDeadline.by;
   }
 
   private async closeOnce(): Promise<void> {
