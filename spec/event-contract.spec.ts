@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import type { KafkaMessage, RebalanceEvent } from '../lib';
 import { PartitionControl } from '../lib/internal/partition/partition-control';
-import { RebalanceCoordinator } from '../lib/internal/rebalance/rebalance-coordinator';
+import { PartitionLifecycle } from '../lib/internal/partition/lifecycle';
 import type { Harness } from './helpers/harness';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
 
@@ -299,12 +299,15 @@ describe('rebalances$: every assigned partition ends exactly once', () => {
 
   it('a stream released without a revoke counts work finished out of order: lost, not revoked', () => {
     const events: RebalanceEvent[] = [];
-    const coordinator = new RebalanceCoordinator({
+    const lifecycle = new PartitionLifecycle({
       logger: { info: () => undefined, warn: () => undefined },
-      client: { raw: { rebalanceProtocol: () => 'COOPERATIVE' } },
+      calls: { protocol: () => 'COOPERATIVE' },
       staticInstanceId: undefined,
-      emit: (e: RebalanceEvent) => events.push(e),
+      events: { next: (e: RebalanceEvent) => events.push(e) },
     } as never);
+    /** How a close ends a stream no revoke released (the engine's last step). */
+    const endLeftover = (c: PartitionControl): void =>
+      lifecycle.endUnrevoked([c], 'close deadline', 9, false, true);
     const c = new PartitionControl(T, 0, 1, `${T}[0]`, () => undefined);
     c.trackRunning();
     c.messages$.subscribe();
@@ -319,18 +322,18 @@ describe('rebalances$: every assigned partition ends exactly once', () => {
     c.confirmCommitted(5); // a periodic commit of 5 (5 still unfinished)
     c.fence('consumer closed');
     c.handlerEnded(); // the aborted handler of 5 returns
-    coordinator.endLeftovers([c], 'close deadline');
+    endLeftover(c);
     assert.deepEqual(
       events.map((e) => e.type),
       ['lost'],
       'offset 6 was processed and will be redone',
     );
-    coordinator.endLeftovers([c], 'close deadline');
+    endLeftover(c);
     assert.equal(events.length, 1, 'a stream ends once');
 
     const idle = new PartitionControl(T, 1, 1, `${T}[1]`, () => undefined);
     idle.startAt(40); // a start offset known, nothing delivered: nothing to redo
-    coordinator.endLeftovers([idle], 'close deadline');
+    endLeftover(idle);
     assert.deepEqual(
       events.map((e) => e.type),
       ['lost', 'revoking', 'drained', 'committed', 'revoked'],

@@ -3,7 +3,7 @@ import pino from 'pino';
 import type { ConsumerSettings } from '../../lib/config';
 import { Conditions } from '../../lib/internal/loop/wait-conditions';
 import { leaveGroup, settleCommits } from '../../lib/internal/rebalance/leave-group';
-import type { LeavingHost } from '../../lib/internal/rebalance/leave-group';
+import type { LeavingParts } from '../../lib/internal/rebalance/leave-group';
 
 /** A closing consumer's parts, as stubs that record what leaving does with them. */
 function world(opts: { staticId?: string; revokesInFlight?: number; owned?: number[] } = {}) {
@@ -53,13 +53,18 @@ function world(opts: { staticId?: string; revokesInFlight?: number; owned?: numb
   const host = {
     rebalance,
     assignments,
-    committer,
+    commits: committer,
+    lifecycle: {
+      stopIntake: (cs: Iterable<{ end(): void }>) => {
+        for (const c of cs) c.end();
+      },
+    },
     client,
     conditions,
     logger: pino({ level: 'silent' }),
     settings: { groupProtocol: 'classic' } as ConsumerSettings,
     staticInstanceId: opts.staticId,
-  } as unknown as LeavingHost;
+  } as unknown as LeavingParts;
   return { host, calls, rebalance, client, committer, conditions };
 }
 

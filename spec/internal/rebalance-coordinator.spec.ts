@@ -1,15 +1,11 @@
 import assert from 'node:assert/strict';
 import type { KafkaMessage, RebalanceEvent, ReactiveConsumerOptions } from '../../lib';
-import { Assignments } from '../../lib/internal/rebalance/assignments';
-import { Committer } from '../../lib/internal/commit/committer';
-import { Conditions } from '../../lib/internal/loop/wait-conditions';
-import { NO_OBSERVER } from '../../lib/internal/observe/engine-observer';
-import { FlowControl } from '../../lib/internal/loop/flow-control';
-import { PartitionControl } from '../../lib/internal/partition/partition-control';
+import type { PartitionControl } from '../../lib/internal/partition/partition-control';
 import { tpKey } from '../../lib/internal/binding/rdkafka';
 import { RebalanceCoordinator } from '../../lib/internal/rebalance/rebalance-coordinator';
 import type { Stage } from '../../lib/internal/rebalance/rebalance-coordinator';
 import { StartPositions } from '../../lib/internal/rebalance/start-positions';
+import { rebalanceParts } from '../helpers/rebalance-parts';
 import type { FakeOptions } from '../fakes/fake-consumer';
 import { clientOverFake } from '../helpers/client';
 import { gate, until } from '../helpers/harness';
@@ -35,65 +31,36 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     (err, assignment) => coordinator.onRebalance(err, assignment),
   );
   (fake() as unknown as { connected: boolean }).connected = true;
-  const conditions = new Conditions();
-  client.onAnswered = () => conditions.changed();
-  const assignments = new Assignments();
-  const committer = new Committer(client, settings, logger, undefined, {
-    progressed: () => undefined,
-    changed: () => conditions.changed(),
-    until: (c, d) => conditions.until(c, d),
-    hopeless: () => false,
-    observer: () => NO_OBSERVER,
-    partitionLogger: () => logger,
-  });
-  let stage: Stage = 'open';
-  const flow = new FlowControl(client, settings, logger, {
-    controllable: (c) => stage !== 'disconnecting' && assignments.owns(c),
-    running: () => stage === 'open',
-    owner: (key) => assignments.get(key),
-    owned: () => assignments.values(),
-    partitionLogger: () => logger,
-    resumed: () => undefined,
-  });
-  const events: RebalanceEvent[] = [];
-  const failures: Error[] = [];
-  const started: PartitionControl[] = [];
   /** revokesInFlight as each event was emitted. */
   const inFlightAt: { type: string; revokes: number }[] = [];
-  /** At each fetchersResumed(): how many assign/unassign calls librdkafka had been given. */
+  /** At each fetcher wake: how many assign/unassign calls librdkafka had been given. */
   const resumedAfter: number[] = [];
+  const parts = rebalanceParts(
+    { client, settings, logger },
+    {
+      onEvent: (e) => inFlightAt.push({ type: e.type, revokes: coordinator.revokesInFlight }),
+      onWake: () =>
+        resumedAfter.push(
+          fake()
+            .ops()
+            .filter((o) => /assign/i.test(o)).length,
+        ),
+    },
+  );
+  const { assignments, events, failures, started, setStage } = parts;
   const coordinator: RebalanceCoordinator = new RebalanceCoordinator({
     settings,
     logger,
     client,
+    calls: parts.calls,
+    lifecycle: parts.lifecycle,
     assignments,
     startPositions: new StartPositions(client, settings, logger, undefined),
-    committer,
-    flow,
+    commits: parts.committer,
+    conditions: parts.conditions,
+    shutdown: parts.shutdown,
     staticInstanceId: undefined,
-    stage: () => stage,
-    closingBy: () => Number.POSITIVE_INFINITY,
-    until: (c, d) => conditions.until(c, d),
-    changed: () => conditions.changed(),
-    emit: (e) => {
-      inFlightAt.push({ type: e.type, revokes: coordinator.revokesInFlight });
-      events.push(e);
-    },
-    fail: (err) => failures.push(err),
-    newControl: (t, generation) =>
-      new PartitionControl(t.topic, t.partition, generation, tpKey(t.topic, t.partition), (c) => {
-        assignments.acked(c);
-        conditions.changed();
-      }),
-    started: (c) => started.push(c),
-    assigned: () => undefined,
-    fetchersResumed: () => {
-      resumedAfter.push(
-        fake()
-          .ops()
-          .filter((o) => /assign/i.test(o)).length,
-      );
-    },
+    topics: { topicsAvailable: () => undefined },
   });
   let polling = true;
   const loop = (async () => {
@@ -147,7 +114,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     busy,
     processed,
     owner,
-    setStage: (s: Stage) => (stage = s),
+    setStage: (s: Stage) => setStage(s),
     stop: async () => {
       polling = false;
       await loop;

@@ -4,16 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import * as Kafka from 'node-rdkafka';
-import type { KafkaMessage, RebalanceEvent, ReactiveConsumerOptions } from '../../lib';
-import { Assignments } from '../../lib/internal/rebalance/assignments';
-import { Committer } from '../../lib/internal/commit/committer';
-import { Conditions } from '../../lib/internal/loop/wait-conditions';
-import { NO_OBSERVER } from '../../lib/internal/observe/engine-observer';
-import { FlowControl } from '../../lib/internal/loop/flow-control';
+import type { KafkaMessage, ReactiveConsumerOptions } from '../../lib';
 import { PartitionControl } from '../../lib/internal/partition/partition-control';
 import { tpKey } from '../../lib/internal/binding/rdkafka';
 import { revoke } from '../../lib/internal/rebalance/revoke-protocol';
 import type { RevokeContext } from '../../lib/internal/rebalance/revoke-protocol';
+import { rebalanceParts } from '../helpers/rebalance-parts';
 import type { FakeOptions } from '../fakes/fake-consumer';
 import { clientOverFake } from '../helpers/client';
 import { until } from '../helpers/harness';
@@ -34,51 +30,32 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     fakeOptions,
   );
   (fake() as unknown as { connected: boolean }).connected = true;
-  const conditions = new Conditions();
-  client.onAnswered = () => conditions.changed();
-  const assignments = new Assignments();
-  const committer = new Committer(client, settings, logger, undefined, {
-    progressed: () => undefined,
-    changed: () => conditions.changed(),
-    until: (c, d) => conditions.until(c, d),
-    hopeless: () => false,
-    observer: () => NO_OBSERVER,
-    partitionLogger: () => logger,
-  });
-  const flow = new FlowControl(client, settings, logger, {
-    controllable: (c) => assignments.owns(c),
-    running: () => true,
-    owner: (key) => assignments.get(key),
-    owned: () => assignments.values(),
-    partitionLogger: () => logger,
-    resumed: () => undefined,
-  });
   /** What the protocol did, in order: its events and its unassign calls. */
   const timeline: string[] = [];
-  const events: RebalanceEvent[] = [];
   /** The offsets the broker held when the protocol unassigned. */
   let committedAtUnassign: Map<string, number> | undefined;
-  let closingBy = Number.POSITIVE_INFINITY;
-  const host = {
+  const parts = rebalanceParts(
+    { client, settings, logger },
+    {
+      onUnassign: () => {
+        timeline.push('unassign');
+        committedAtUnassign = new Map(fake().commits);
+      },
+      onEvent: (e) => timeline.push(e.type),
+    },
+  );
+  const { conditions, assignments, events, lifecycle, shutdown } = parts;
+  const revokeParts = {
     settings,
     logger,
-    committer,
-    flow,
-    closingBy: () => closingBy,
-    until: (c: () => boolean, d: number) => conditions.until(c, d),
-    changed: () => conditions.changed(),
-    retiredOf: (partitions: readonly { topic: string; partition: number }[]) =>
-      assignments.retiredOf(partitions),
-    stillOwned: (c: PartitionControl) => assignments.owns(c),
-    emit: (e: RebalanceEvent) => {
-      timeline.push(e.type);
-      events.push(e);
-    },
-    unassign: () => {
-      timeline.push('unassign');
-      committedAtUnassign = new Map(fake().commits);
-    },
-    forget: (controls: PartitionControl[]) => assignments.forget(controls),
+    commits: parts.committer,
+    lifecycle,
+    conditions,
+    shutdown,
+  };
+  /** The revoke protocol, then its outcome applied, as the coordinator runs them. */
+  const run = async (ctx: RevokeContext): Promise<void> => {
+    lifecycle.conclude(ctx, await revoke(ctx, revokeParts));
   };
   let polling = true;
   const loop = (async () => {
@@ -137,7 +114,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     ...extra,
   });
   return {
-    host,
+    run,
     fake,
     assignments,
     conditions,
@@ -148,9 +125,10 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     deliver,
     context,
     answerProbe: (lost: boolean | undefined) => answerProbe(lost),
+    /** A close begins whose revoke deadline (Shutdown.revokeBy) is `at`. */
     closeBy: (at: number) => {
-      closingBy = at;
-      conditions.changed();
+      const now = Date.now();
+      shutdown.begin(now, Math.ceil(((at - now) * 5) / 4));
     },
     commits: () =>
       fake()
@@ -179,7 +157,7 @@ describe('revoke protocol (unit)', () => {
     const s = world();
     const c = s.own(0);
     const finish = s.deliver(c, 3, [2]);
-    const done = revoke(s.context([c]), s.host);
+    const done = s.run(s.context([c]));
     assert.deepEqual(s.timeline, ['revoking']);
     assert.equal(c.state, 'ending', 'no new messages once revoking');
     s.answerProbe(false);
@@ -211,7 +189,7 @@ describe('revoke protocol (unit)', () => {
     const fresh = new PartitionControl(T, 0, 1, old.key, () => s.conditions.changed());
     s.assignments.replace(old, fresh);
     s.answerProbe(false);
-    const done = revoke(s.context([fresh]), s.host);
+    const done = s.run(s.context([fresh]));
     await until(() => s.conditions.waiting > 0, 'the drain waiting');
     await new Promise((r) => setImmediate(r));
     assert.deepEqual(s.timeline, ['revoking'], 'the retired stream still runs');
@@ -225,7 +203,7 @@ describe('revoke protocol (unit)', () => {
     const s = world();
     const c = s.own(0);
     s.answerProbe(false);
-    await revoke(s.context([c], { handedOver: false, groupInstanceId: 'member-1' }), s.host);
+    await s.run(s.context([c], { handedOver: false, groupInstanceId: 'member-1' }));
     const revoked = s.events.at(-1);
     assert.ok(revoked?.type === 'revoked');
     assert.equal(revoked.handedOver, false);
@@ -236,7 +214,7 @@ describe('revoke protocol (unit)', () => {
       const s = world();
       const c = s.own(0);
       s.deliver(c, 5, [4]);
-      await revoke(s.context([c], { announcedLost: 'max.poll.interval.ms exceeded' }), s.host);
+      await s.run(s.context([c], { announcedLost: 'max.poll.interval.ms exceeded' }));
       assert.deepEqual(s.timeline, ['unassign', 'lost']);
       const lost = s.events[0];
       assert.ok(lost?.type === 'lost');
@@ -251,7 +229,7 @@ describe('revoke protocol (unit)', () => {
       const c = s.own(0);
       s.deliver(c, 5, [4]); // 0..3 processed: 4 would be committable
       const startedAt = Date.now();
-      const done = revoke(s.context([c]), s.host);
+      const done = s.run(s.context([c]));
       s.answerProbe(true);
       await done;
       assert.ok(Date.now() - startedAt < 2000, 'did not wait for the drain');
@@ -264,7 +242,7 @@ describe('revoke protocol (unit)', () => {
       const s = world();
       const c = s.own(0);
       const finish = s.deliver(c, 2, [1]);
-      const done = revoke(s.context([c]), s.host);
+      const done = s.run(s.context([c]));
       await until(() => s.conditions.waiting > 0, 'the drain waiting');
       finish(); // drained; the probe's answer comes with the next poll
       setImmediate(() => s.answerProbe(true));
@@ -278,7 +256,7 @@ describe('revoke protocol (unit)', () => {
       const c = s.own(0);
       s.deliver(c, 3);
       s.answerProbe(false);
-      await revoke(s.context([c]), s.host);
+      await s.run(s.context([c]));
       assert.deepEqual(s.timeline, ['revoking', 'drained', 'committed', 'unassign', 'lost']);
       const committed = s.events[2];
       assert.ok(committed?.type === 'committed');
@@ -295,7 +273,7 @@ describe('revoke protocol (unit)', () => {
       const finish = s.deliver(c, 5, [2]); // 0, 1, 3, 4 done; 2 hangs
       s.answerProbe(false);
       const startedAt = Date.now();
-      await revoke(s.context([c], { startedAt }), s.host);
+      await s.run(s.context([c], { startedAt }));
       assert.ok(Date.now() - startedAt < 2000);
       assert.deepEqual(s.timeline, ['revoking', 'drained', 'committed', 'unassign', 'revoked']);
       const drained = s.events[1];
@@ -315,7 +293,7 @@ describe('revoke protocol (unit)', () => {
       const c = s.own(0);
       s.deliver(c, 4, [3]);
       s.answerProbe(false);
-      const done = revoke(s.context([c]), s.host);
+      const done = s.run(s.context([c]));
       await until(() => s.conditions.waiting > 0, 'the drain waiting');
       const closeAt = Date.now() + 400;
       s.closeBy(closeAt);

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import { NotAssignedError } from '../../lib';
 import type { KafkaMessage } from '../../lib';
-import { Assignments } from '../../lib/internal/rebalance/assignments';
-import { FlowControl } from '../../lib/internal/loop/flow-control';
 import { PartitionControl } from '../../lib/internal/partition/partition-control';
 import { tpKey } from '../../lib/internal/binding/rdkafka';
 import { Seeks } from '../../lib/internal/rebalance/seeks';
 import { StartPositions } from '../../lib/internal/rebalance/start-positions';
+import { rebalanceParts } from '../helpers/rebalance-parts';
 import type { FakeOptions } from '../fakes/fake-consumer';
 import { clientOverFake } from '../helpers/client';
 import { until } from '../helpers/harness';
@@ -21,34 +20,16 @@ function setup(fakeOptions: FakeOptions = {}) {
     fakeOptions,
   );
   (fake() as unknown as { connected: boolean }).connected = true;
-  const assignments = new Assignments();
-  let running = true;
-  const flow = new FlowControl(client, settings, logger, {
-    controllable: (c) => assignments.owns(c),
-    running: () => running,
-    owner: (key) => assignments.get(key),
-    owned: () => assignments.values(),
-    partitionLogger: () => logger,
-    resumed: () => undefined,
-  });
-  const started: PartitionControl[] = [];
+  const parts = rebalanceParts({ client, settings, logger });
+  const { assignments, flow, started } = parts;
   const seeks = new Seeks({
     client,
     assignments,
     startPositions: new StartPositions(client, settings, logger, undefined),
-    flow,
-    running: () => running,
-    newControl: (tp, generation) =>
-      new PartitionControl(
-        tp.topic,
-        tp.partition,
-        generation,
-        tpKey(tp.topic, tp.partition),
-        () => undefined,
-      ),
-    started: (c) => started.push(c),
-    changed: () => undefined,
-    partitionLogger: () => logger,
+    lifecycle: parts.lifecycle,
+    shutdown: parts.shutdown,
+    conditions: parts.conditions,
+    loggers: parts.loggers,
   });
   /** A partition assigned in the fake and owned by a fresh stream of `generation`. */
   const own = (partition: number, generation = 1): PartitionControl => {
@@ -79,7 +60,7 @@ function setup(fakeOptions: FakeOptions = {}) {
     message,
     started,
     seekCalls,
-    stop: () => (running = false),
+    stop: () => parts.setStage('closing'),
   };
 }
 

@@ -33,13 +33,17 @@ import type { EngineObserver } from '../observe/engine-observer';
 import { FETCH_WAKE_TIMEOUT_MS, FetchWaker } from './fetch-waker';
 import { Incidents } from './incident-handler';
 import { toKafkaMessage } from '../binding/message-conversion';
-import { PartitionControl } from '../partition/partition-control';
+import type { PartitionControl } from '../partition/partition-control';
+import { PartitionLifecycle } from '../partition/lifecycle';
+import { PartitionLoggers } from '../observe/partition-loggers';
 import type { FailureCounters, ProcessorHost } from '../process/processor';
+import { AssignCalls } from '../rebalance/assign-calls';
 import { RebalanceCoordinator } from '../rebalance/rebalance-coordinator';
-import type { Stage } from '../rebalance/rebalance-coordinator';
 import { Seeks } from '../rebalance/seeks';
 import { leaveGroup, settleCommits } from '../rebalance/leave-group';
-import type { LeavingHost } from '../rebalance/leave-group';
+import type { LeavingParts } from '../rebalance/leave-group';
+import { Shutdown } from './shutdown';
+import type { Stage } from './shutdown';
 import { KafkaCompletedStore } from '../commit/completed-store';
 import type { CompletedStore } from '../commit/completed-store';
 import { connectionSettings } from '../settings/librdkafka-settings';
@@ -54,9 +58,10 @@ import {
 } from '../binding/rdkafka';
 
 /**
- * The engine's lifecycle; each state carries what is true only in it.
- * `closing` moves through `releasing` (the loop still polls, so revokes and commits are served)
- * and `disconnecting` (the loop stopped; only unassign works, docs/binding-behaviours.md, "Closing").
+ * The engine's lifecycle; each state carries what is true only in it. While `closing`, the
+ * {@link Shutdown} says how far the close got (`closing`: the loop still polls, so revokes and
+ * commits are served; `disconnecting`: the loop stopped, only unassign works,
+ * docs/binding-behaviours.md, "Closing") and by when each step must be done.
  */
 export type EngineState =
   | { readonly kind: 'idle' }
@@ -65,9 +70,6 @@ export type EngineState =
   | {
       readonly kind: 'closing';
       readonly since: number;
-      /** When close() must be done by; a later close() with a shorter timeout brings it forward. */
-      deadline: number;
-      stage: 'releasing' | 'disconnecting';
       /** Why the consumer ends, when it ends with an error. */
       failure: Error | undefined;
       readonly loop: Promise<void> | undefined;
@@ -113,10 +115,13 @@ export class ConsumerEngine implements ProcessorHost {
   private readonly committer: Committer;
   private readonly flow: FlowControl;
   private readonly seeks: Seeks;
+  private readonly calls: AssignCalls;
+  private readonly partitionLife: PartitionLifecycle;
   private readonly rebalance: RebalanceCoordinator;
   private readonly incidents: Incidents;
   private readonly fetchWaker: FetchWaker;
-  private readonly partitionLoggers = new WeakMap<PartitionControl, Logger>();
+  private readonly shutdown: Shutdown;
+  private readonly loggers: PartitionLoggers;
   /** `group.instance.id` when this consumer is a static member. */
   private readonly staticInstanceId: string | undefined;
 
@@ -146,18 +151,12 @@ export class ConsumerEngine implements ProcessorHost {
     const changed = (): void => this.conditions.changed();
     const until = (condition: () => boolean, deadline: number): Promise<boolean> =>
       this.conditions.until(condition, deadline);
-    const partitionLogger = (c: PartitionControl): Logger => this.partitionLogger(c);
-    const fail = (err: Error): void => this.failWith(err);
-    const newControl = (tp: TopicPartition, generation: number): PartitionControl =>
-      new PartitionControl(
-        tp.topic,
-        tp.partition,
-        generation,
-        tpKey(tp.topic, tp.partition),
-        this.onAck,
-      );
-    const started = (c: PartitionControl): void => this.partitionStreams.next(c);
-    const running = (): boolean => this.state.kind === 'running';
+    const shutdown = new Shutdown(this.conditions, (err) => this.failWith(err));
+    this.shutdown = shutdown;
+    const loggers = new PartitionLoggers(logger);
+    this.loggers = loggers;
+    const partitionLogger = (c: PartitionControl): Logger => loggers.of(c);
+    const assignments = this.assignments;
 
     this.client = new ConsumerClient(
       settings,
@@ -166,10 +165,11 @@ export class ConsumerEngine implements ProcessorHost {
       factory,
       (err) => this.apply(classifyConsumeError(err), { err }),
     );
-    this.client.onAnswered = changed;
+    const client = this.client;
+    client.onAnswered = changed;
     this.cadence = new ConsumeCadence(settings.consumeBatchSize, settings.consumeTimeoutMs);
-    this.startPositions = new StartPositions(this.client, settings, logger, this.store);
-    this.committer = new Committer(this.client, settings, logger, this.store, {
+    this.startPositions = new StartPositions(client, settings, logger, this.store);
+    this.committer = new Committer(client, settings, logger, this.store, {
       progressed: () => (this.lastProgressAt = Date.now()),
       changed,
       until,
@@ -177,29 +177,47 @@ export class ConsumerEngine implements ProcessorHost {
       observer: () => this.observer,
       partitionLogger,
     });
-    this.flow = new FlowControl(this.client, settings, logger, {
-      controllable: (c) => this.stage() !== 'disconnecting' && this.assignments.owns(c),
-      running,
-      owner: (key) => this.assignments.get(key),
-      owned: () => this.assignments.values(),
+    this.flow = new FlowControl(client, settings, logger, {
+      controllable: (c) => shutdown.stage !== 'disconnecting' && assignments.owns(c),
+      running: () => this.state.kind === 'running',
+      owner: (key) => assignments.get(key),
+      owned: () => assignments.values(),
       partitionLogger,
       resumed: (tps) => this.fetchWaker.resumed(tps),
     });
-    this.seeks = new Seeks({
-      client: this.client,
-      assignments: this.assignments,
-      startPositions: this.startPositions,
+    this.fetchWaker = new FetchWaker({
+      client,
+      logger,
+      canRequest: () => shutdown.stage === 'open',
+      fetching: () => this.flow.fetching(),
+      held: () => assignments.controls().map((c) => ({ topic: c.topic, partition: c.partition })),
+      timeoutMs: Math.min(settings.commitTimeoutMs, FETCH_WAKE_TIMEOUT_MS),
+    });
+    this.calls = new AssignCalls(client, assignments, logger, this.fetchWaker);
+    this.partitionLife = new PartitionLifecycle({
+      logger,
+      assignments,
       flow: this.flow,
-      running,
-      newControl,
-      started,
-      changed,
-      partitionLogger,
+      calls: this.calls,
+      commits: this.committer,
+      conditions: this.conditions,
+      events: this.rebalances,
+      streams: this.partitionStreams,
+      staticInstanceId: this.staticInstanceId,
+    });
+    this.seeks = new Seeks({
+      client,
+      assignments,
+      startPositions: this.startPositions,
+      lifecycle: this.partitionLife,
+      shutdown,
+      conditions: this.conditions,
+      loggers,
     });
     this.incidents = new Incidents({
       settings,
       logger,
-      client: this.client,
+      client,
       staticInstanceId: this.staticInstanceId,
       stage: () =>
         this.state.kind === 'connecting' || this.state.kind === 'running'
@@ -209,37 +227,22 @@ export class ConsumerEngine implements ProcessorHost {
       until,
       changed,
       publish: (event) => this.publish(event),
-      fail,
+      fail: (err) => shutdown.fail(err),
       failing: () => this.failure !== undefined,
-    });
-    this.fetchWaker = new FetchWaker({
-      client: this.client,
-      logger,
-      canRequest: () => this.stage() === 'open',
-      fetching: () => this.flow.fetching(),
-      held: () =>
-        this.assignments.controls().map((c) => ({ topic: c.topic, partition: c.partition })),
-      timeoutMs: Math.min(settings.commitTimeoutMs, FETCH_WAKE_TIMEOUT_MS),
     });
     this.rebalance = new RebalanceCoordinator({
       settings,
       logger,
-      client: this.client,
-      assignments: this.assignments,
+      client,
+      calls: this.calls,
+      lifecycle: this.partitionLife,
+      assignments,
       startPositions: this.startPositions,
-      committer: this.committer,
-      flow: this.flow,
+      commits: this.committer,
+      conditions: this.conditions,
+      shutdown,
       staticInstanceId: this.staticInstanceId,
-      stage: () => this.stage(),
-      closingBy: () => this.revokeDeadlineWhileClosing(),
-      until,
-      changed,
-      emit: (event) => this.rebalances.next(event),
-      fail,
-      newControl,
-      started,
-      assigned: (partitions) => this.incidents.topicsAvailable(partitions.map((p) => p.topic)),
-      fetchersResumed: () => this.fetchWaker.wake(),
+      topics: this.incidents,
     });
     const raw = this.client.raw;
     raw.on('event.error', (err: LibrdKafkaError) => {
@@ -370,7 +373,7 @@ export class ConsumerEngine implements ProcessorHost {
   /** The loop polls while running and while a close releases the partitions. */
   private get polling(): boolean {
     const s = this.state;
-    return s.kind === 'running' || (s.kind === 'closing' && s.stage === 'releasing');
+    return s.kind === 'running' || (s.kind === 'closing' && this.shutdown.stage === 'closing');
   }
 
   /**
@@ -382,10 +385,7 @@ export class ConsumerEngine implements ProcessorHost {
   }
 
   private stage(): Stage {
-    const s = this.state;
-    if (s.kind === 'closed' || (s.kind === 'closing' && s.stage === 'disconnecting'))
-      return 'disconnecting';
-    return s.kind === 'closing' ? 'closing' : 'open';
+    return this.shutdown.stage;
   }
 
   private async loop(): Promise<void> {
@@ -487,24 +487,9 @@ export class ConsumerEngine implements ProcessorHost {
     }
   }
 
-  private onAck = (control: PartitionControl): void => {
-    this.assignments.acked(control);
-    this.flow.afterAck(control);
-    this.conditions.changed();
-  };
-
   /** A child logger bound to the partition's topic, partition and generation. */
   private partitionLogger(control: PartitionControl): Logger {
-    let logger = this.partitionLoggers.get(control);
-    if (logger === undefined) {
-      logger = this.logger.child({
-        topic: control.topic,
-        partition: control.partition,
-        generation: control.generation,
-      });
-      this.partitionLoggers.set(control, logger);
-    }
-    return logger;
+    return this.loggers.of(control);
   }
 
   /** Publishes a {@link ConsumerEvent}. */
@@ -603,14 +588,12 @@ export class ConsumerEngine implements ProcessorHost {
 
   /** Graceful shutdown, bounded by `timeoutMs` (default `closeTimeoutMs`). Idempotent. */
   close(timeoutMs: number = this.settings.closeTimeoutMs): Promise<void> {
-    const s = this.state;
     if (this.closePromise === undefined) {
       this.closePromise = this.doClose(timeoutMs);
-    } else if (s.kind === 'closing' && Date.now() + timeoutMs < s.deadline) {
+    } else if (this.state.kind === 'closing') {
       // A later close() with a shorter deadline (a SIGTERM after an unsubscribe, say) wins: the
       // revoke and the waits below fit themselves to it.
-      s.deadline = Date.now() + timeoutMs;
-      this.conditions.changed();
+      this.shutdown.shorten(timeoutMs);
     }
     return this.closePromise;
   }
@@ -618,6 +601,7 @@ export class ConsumerEngine implements ProcessorHost {
   private async doClose(timeoutMs: number): Promise<void> {
     const before = this.state;
     if (before.kind === 'idle' || before.kind === 'closed') {
+      this.shutdown.disconnecting();
       this.state = { kind: 'closed', failure: this.failure };
       this.finish();
       return;
@@ -626,18 +610,17 @@ export class ConsumerEngine implements ProcessorHost {
     const closing: EngineState & { kind: 'closing' } = {
       kind: 'closing',
       since: startedAt,
-      deadline: startedAt + timeoutMs,
-      stage: 'releasing',
       failure: this.earlyFailure,
       loop: before.kind === 'running' ? before.loop : undefined,
       runningSince: before.kind === 'running' ? before.since : 0,
     };
     this.state = closing;
-    this.conditions.changed(); // revokes in flight shorten their deadline to fit
+    const shutdown = this.shutdown;
+    shutdown.begin(startedAt, timeoutMs); // revokes in flight shorten their deadline to fit
     if (before.kind === 'connecting') {
       // The start sees the closing state after its connect and starts no loop.
       await this.startPromise?.catch(() => undefined);
-      closing.stage = 'disconnecting';
+      shutdown.disconnecting();
       await this.client.readsSettled();
       await this.client.disconnect().catch(() => undefined);
       this.state = { kind: 'closed', failure: closing.failure };
@@ -645,14 +628,14 @@ export class ConsumerEngine implements ProcessorHost {
       return;
     }
     // Partitions must be released by then; what is left is for unsubscribing and disconnecting.
-    const releaseBy = (): number =>
-      closing.deadline - Math.min(2000, Math.floor((closing.deadline - startedAt) / 10));
-    const deadline = (): number => closing.deadline;
+    const releaseBy = (): number => shutdown.releaseBy();
+    const deadline = (): number => shutdown.deadline;
     this.logger.info({ partitions: this.assignments.size }, 'closing');
-    const leaving: LeavingHost = {
+    const leaving: LeavingParts = {
       rebalance: this.rebalance,
       assignments: this.assignments,
-      committer: this.committer,
+      lifecycle: this.partitionLife,
+      commits: this.committer,
       client: this.client,
       conditions: this.conditions,
       logger: this.logger,
@@ -661,7 +644,7 @@ export class ConsumerEngine implements ProcessorHost {
     };
     await leaveGroup(leaving, releaseBy);
     await settleCommits(leaving, deadline);
-    closing.stage = 'disconnecting';
+    shutdown.disconnecting();
     await closing.loop;
     // A transactional call's worker, or a broker read's (committed offsets read back, start
     // positions), may still use the native consumer: disconnected under it, the binding crashes.
@@ -669,14 +652,14 @@ export class ConsumerEngine implements ProcessorHost {
     const idle = Promise.all([this.committer.clientIdle(), this.client.readsSettled()]);
     const idleInTime = await settlesWithin(
       idle,
-      Math.max(closing.deadline - Date.now(), 0) + NATIVE_CALL_MS,
+      Math.max(shutdown.deadline - Date.now(), 0) + NATIVE_CALL_MS,
     );
     this.seeks.rejectAll();
-    for (const c of this.assignments.values()) c.fence('consumer closed');
+    this.partitionLife.fenceAll('consumer closed');
     if (idleInTime) {
       await this.withDeadline(
         this.client.disconnect(),
-        Math.max(closing.deadline - Date.now(), 1000),
+        Math.max(shutdown.deadline - Date.now(), 1000),
       );
     } else {
       // A sendOffsetsToTransaction waiting on an unreachable coordinator (librdkafka ends it when
@@ -688,24 +671,12 @@ export class ConsumerEngine implements ProcessorHost {
     }
     await this.store?.close().catch(() => undefined);
     // Partitions no revoke released (librdkafka's close fired none for them) still end in events.
-    this.rebalance.endLeftovers(
-      this.assignments.controls(),
+    this.partitionLife.closeOut(
       'the consumer closed before the partition was released (close deadline)',
     );
-    for (const c of this.assignments.values()) c.release();
-    this.assignments.clear();
     this.state = { kind: 'closed', failure: closing.failure };
     this.logger.info({ durationMs: Date.now() - startedAt }, 'closed');
     this.finish();
-  }
-
-  /** The latest a revoke may end while the consumer closes (unbounded otherwise). */
-  private revokeDeadlineWhileClosing(): number {
-    const s = this.state;
-    if (s.kind !== 'closing') return Number.POSITIVE_INFINITY;
-    // Leave time to unsubscribe, leave the group and disconnect after the revoke.
-    const total = s.deadline - s.since;
-    return s.deadline - Math.min(2500, Math.floor(total / 5));
   }
 
   private finish(): void {

@@ -7,18 +7,20 @@
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../../config';
 import type { Assignments } from './assignments';
-import type { Committer } from '../commit/committer';
+import type { OffsetCommits } from '../commit/committer';
 import type { Conditions } from '../loop/wait-conditions';
 import { untilMoving } from '../loop/wait-conditions';
 import type { ConsumerClient } from '../binding/consumer-client';
 import { list } from '../binding/rdkafka';
+import type { PartitionLifecycle } from '../partition/lifecycle';
 import type { RebalanceCoordinator } from './rebalance-coordinator';
 
-/** What leaving needs from the engine. */
-export interface LeavingHost {
+/** The consumer's parts leaving works with. */
+export interface LeavingParts {
   readonly rebalance: RebalanceCoordinator;
   readonly assignments: Assignments;
-  readonly committer: Committer;
+  readonly lifecycle: PartitionLifecycle;
+  readonly commits: OffsetCommits;
   readonly client: ConsumerClient;
   readonly conditions: Conditions;
   readonly logger: Logger;
@@ -32,12 +34,12 @@ export interface LeavingHost {
  * has its final commits refused (UNKNOWN_MEMBER_ID under KIP-848) and the next owners redo that
  * work. The consume loop keeps polling meanwhile.
  */
-export async function leaveGroup(host: LeavingHost, releaseBy: () => number): Promise<void> {
+export async function leaveGroup(host: LeavingParts, releaseBy: () => number): Promise<void> {
   const { rebalance, assignments, logger, settings, client } = host;
   // An assignment still waiting for its start offsets is answered now (then revoked below).
   rebalance.answerPending('the consumer is closing');
   // Stop intake: no new messages reach the pipelines; the revoke below drains and commits.
-  for (const c of assignments.values()) c.end();
+  host.lifecycle.stopIntake(assignments.values());
   if (rebalance.revokesInFlight > 0) {
     logger.info(
       { revokes: rebalance.revokesInFlight },
@@ -95,10 +97,10 @@ export async function leaveGroup(host: LeavingHost, releaseBy: () => number): Pr
  * could still be applied after this member is gone and move the group's offset back: keep
  * polling, within the deadline, until every commit is answered.
  */
-export async function settleCommits(host: LeavingHost, deadline: () => number): Promise<void> {
-  const { committer, client, logger } = host;
-  if (committer.periodicInFlight)
-    await untilBeforeClose(host, () => !committer.periodicInFlight, deadline);
+export async function settleCommits(host: LeavingParts, deadline: () => number): Promise<void> {
+  const { commits, client, logger } = host;
+  if (commits.periodicInFlight)
+    await untilBeforeClose(host, () => !commits.periodicInFlight, deadline);
   if (client.unansweredCount === 0) return;
   const answered = await untilBeforeClose(host, () => client.unansweredCount === 0, deadline);
   if (!answered) {
@@ -114,7 +116,7 @@ export async function settleCommits(host: LeavingHost, deadline: () => number): 
  * close() may bring forward (then the wait starts over with the new time).
  */
 function untilBeforeClose(
-  host: LeavingHost,
+  host: LeavingParts,
   condition: () => boolean,
   by: () => number,
   pollMs?: number,

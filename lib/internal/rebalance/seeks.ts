@@ -8,12 +8,14 @@
  * The native seek runs only between two consume calls (the loop calls {@link Seeks.apply}), so no
  * rebalance can interleave with it and no stale record can reach the new stream.
  */
-import type { Logger } from 'pino';
 import { NotAssignedError } from '../../errors';
 import type { StartPosition, TopicPartition } from '../../types';
 import type { Assignments } from './assignments';
 import type { ConsumerClient } from '../binding/consumer-client';
-import type { FlowControl } from '../loop/flow-control';
+import type { Shutdown } from '../loop/shutdown';
+import type { Conditions } from '../loop/wait-conditions';
+import type { PartitionLoggers } from '../observe/partition-loggers';
+import type { PartitionLifecycle } from '../partition/lifecycle';
 import type { PartitionControl } from '../partition/partition-control';
 import { Code, errorMessage, kafkaCodeOf, tpKey } from '../binding/rdkafka';
 import type { StartPositions } from './start-positions';
@@ -32,20 +34,18 @@ interface PendingSeek {
   readonly reject: (err: Error) => void;
 }
 
-/** What seeks need around them. */
-export interface SeekHost {
+/** The consumer's parts seeks work with. */
+export interface SeekParts {
   readonly client: ConsumerClient;
+  /** Which stream owns each partition (read here; the lifecycle writes it). */
   readonly assignments: Assignments;
   readonly startPositions: StartPositions;
-  readonly flow: FlowControl;
-  /** Whether the consumer is running (not yet closing). */
-  running(): boolean;
-  /** A fresh stream for a partition of the given generation. */
-  newControl(tp: TopicPartition, generation: number): PartitionControl;
-  /** Hands a new stream to the application. */
-  started(control: PartitionControl): void;
-  changed(): void;
-  partitionLogger(control: PartitionControl): Logger;
+  /** Replaces a partition's stream with a fresh one. */
+  readonly lifecycle: PartitionLifecycle;
+  /** Seeks are taken only while the consumer is open (not closing). */
+  readonly shutdown: Shutdown;
+  readonly conditions: Conditions;
+  readonly loggers: PartitionLoggers;
 }
 
 const notOwned = (tp: TopicPartition, why: string): NotAssignedError =>
@@ -59,7 +59,7 @@ export class Seeks {
   /** Per partition: settles once the latest seek requested is queued (or failed). */
   private readonly turns = new Map<string, Promise<void>>();
 
-  constructor(private readonly host: SeekHost) {}
+  constructor(private readonly host: SeekParts) {}
 
   /** Seeks waiting for the loop. */
   get waiting(): boolean {
@@ -75,7 +75,7 @@ export class Seeks {
     const { assignments, startPositions } = this.host;
     const key = tpKey(tp.topic, tp.partition);
     const owner = assignments.get(key);
-    if (!this.host.running() || owner === undefined || !owner.active) {
+    if (!this.running || owner === undefined || !owner.active) {
       throw notOwned(tp, 'this consumer does not own it right now');
     }
     const previous = this.turns.get(key);
@@ -90,7 +90,7 @@ export class Seeks {
       }
       const applied = new Promise<void>((resolve, reject) => {
         this.pending.push({ key, owner, tp, offset, position, resolve, reject });
-        this.host.changed();
+        this.host.conditions.changed();
       });
       queued(); // the next seek of the partition may go on
       await applied;
@@ -103,7 +103,7 @@ export class Seeks {
 
   /** Applies the seeks requested since the last consume call; only the consume loop calls it. */
   async apply(): Promise<void> {
-    const { client, assignments, flow } = this.host;
+    const { client, assignments, lifecycle, loggers } = this.host;
     for (const s of this.pending.splice(0)) {
       if (!this.stillOwnedBy(s.key, s.owner)) {
         s.reject(notOwned(s.tp, 'it was revoked before the seek could be applied'));
@@ -123,8 +123,8 @@ export class Seeks {
           s.reject(err instanceof Error ? err : new Error(errorMessage(err)));
           continue;
         }
-        this.host
-          .partitionLogger(old)
+        loggers
+          .of(old)
           .debug({ offset: s.offset }, 'seek queued, its reply timed out: it applies all the same');
       }
       // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.
@@ -137,22 +137,17 @@ export class Seeks {
         );
         continue;
       }
-      old.fence(`seek to ${s.offset}`);
-      const control = this.host.newControl(s.tp, old.generation);
-      control.startAt(s.offset);
-      control.replacesMemory = true; // what was remembered before the seek no longer holds
-      assignments.replace(old, control);
-      flow.replaced(old, control);
-      this.host
-        .partitionLogger(control)
+      const control = lifecycle.reseek(old, s.offset);
+      loggers
+        .of(control)
         .info(
           { offset: s.offset, position: s.position },
           'seek: buffered messages dropped, in-flight work aborted, restarting the partition stream',
         );
-      this.host.started(control);
+      lifecycle.hand([control]);
       s.resolve();
     }
-    this.host.changed();
+    this.host.conditions.changed();
   }
 
   /** Fails every seek still waiting (the consumer closed). */
@@ -169,7 +164,11 @@ export class Seeks {
       current !== undefined &&
       current.generation === owner.generation &&
       current.active &&
-      this.host.running()
+      this.running
     );
+  }
+
+  private get running(): boolean {
+    return this.host.shutdown.stage === 'open';
   }
 }

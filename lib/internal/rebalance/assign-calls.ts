@@ -1,0 +1,140 @@
+/**
+ * The binding's side of a rebalance: the generation each rebalance callback opens, the protocol
+ * librdkafka runs, and the (incremental_)assign and unassign calls it waits for
+ * (docs/binding-behaviours.md, "Deferred unassign"). An unassign never touches a newer assignment
+ * (Backbeat BB-835): once a newer rebalance moved the generation on, eager skips the full
+ * unassign, and cooperative unassigns only partitions still assigned and not re-owned by a newer
+ * generation. Holds no partition state of its own.
+ */
+import type { Logger } from 'pino';
+import type { RebalanceProtocol, TopicPartition } from '../../types';
+import type { ConsumerClient } from '../binding/consumer-client';
+import type { TopicPartitionOffset } from '../binding/rdkafka';
+import { Code, kafkaCodeOf, tpKey } from '../binding/rdkafka';
+import type { Assignments } from './assignments';
+
+/** Wakes librdkafka's broker threads after it resumed partitions itself (fetch-waker.ts). */
+export interface FetcherWake {
+  wake(): void;
+}
+
+export class AssignCalls {
+  private generation_ = 0;
+
+  constructor(
+    private readonly client: ConsumerClient,
+    private readonly assignments: Assignments,
+    private readonly logger: Logger,
+    private readonly fetchers: FetcherWake,
+  ) {}
+
+  /** The generation of the latest rebalance callback. */
+  get generation(): number {
+    return this.generation_;
+  }
+
+  /** A rebalance callback (or a release outside one) opens a new generation. */
+  nextGeneration(): number {
+    this.generation_ += 1;
+    return this.generation_;
+  }
+
+  protocol(): RebalanceProtocol {
+    try {
+      const p = this.client.raw.rebalanceProtocol();
+      return p === 'COOPERATIVE' || p === 'EAGER' ? p : 'NONE';
+    } catch {
+      return 'NONE';
+    }
+  }
+
+  /** Answers an assignment: librdkafka waits for this call. Throws what the binding throws. */
+  assign(partitions: TopicPartitionOffset[] | TopicPartition[], protocol: RebalanceProtocol): void {
+    if (protocol === 'COOPERATIVE') {
+      this.client.raw.incrementalAssign(partitions);
+      // librdkafka resumed the partitions it paused for the rebalance without waking the fetchers.
+      this.fetchers.wake();
+    } else this.client.raw.assign(partitions);
+  }
+
+  /** Under cooperative rebalancing after a newer generation: is the partition still assigned? */
+  stillAssigned(tp: TopicPartition): boolean {
+    if (this.protocol() !== 'COOPERATIVE') return true;
+    try {
+      return this.client.raw
+        .assignments()
+        .some((a) => a.topic === tp.topic && a.partition === tp.partition);
+    } catch {
+      return true;
+    }
+  }
+
+  /** Whether librdkafka holds no assignment (or cannot say: disconnected). */
+  get empty(): boolean {
+    try {
+      return this.client.raw.assignments().length === 0;
+    } catch {
+      return true;
+    }
+  }
+
+  /**
+   * Releases revoked partitions of `generation`, never touching a newer assignment (see the
+   * header).
+   */
+  unassign(
+    partitions: TopicPartition[],
+    protocolAtRevoke: RebalanceProtocol,
+    generation: number,
+  ): void {
+    const raw = this.client.raw;
+    const now = this.protocol();
+    const protocol = now === 'NONE' ? protocolAtRevoke : now;
+    const stale = generation !== this.generation_;
+    const stillAssigned = (tps: TopicPartition[]): TopicPartition[] => {
+      const assigned = new Set(raw.assignments().map((a) => tpKey(a.topic, a.partition)));
+      return tps.filter((tp) => assigned.has(tpKey(tp.topic, tp.partition)));
+    };
+    try {
+      if (protocol === 'COOPERATIVE') {
+        const targets = stale
+          ? stillAssigned(partitions).filter((tp) => {
+              const owner = this.assignments.get(tpKey(tp.topic, tp.partition));
+              return owner === undefined || owner.generation <= generation;
+            })
+          : partitions;
+        if (targets.length > 0) {
+          raw.incrementalUnassign(targets);
+          this.fetchers.wake();
+        }
+      } else if (stale) {
+        this.logger.info(
+          { generation, current: this.generation_ },
+          'skipped a stale unassign: a newer assignment arrived meanwhile',
+        );
+      } else {
+        raw.unassign();
+      }
+    } catch (err) {
+      const code = kafkaCodeOf(err);
+      if (protocol === 'COOPERATIVE' && code === Code.INVALID_ARG) {
+        // Some partitions were no longer assigned: unassign the ones that still are.
+        try {
+          const targets = stillAssigned(partitions);
+          if (targets.length > 0) {
+            raw.incrementalUnassign(targets);
+            this.fetchers.wake();
+          }
+          this.logger.info(
+            { partitions, unassigned: targets, generation },
+            'unassigned the partitions still assigned',
+          );
+        } catch (retryErr) {
+          this.logger.warn({ err: retryErr, partitions, generation }, 'unassign retry failed');
+        }
+        return;
+      }
+      this.logger.warn({ err, code, partitions, generation }, 'unassign failed');
+    }
+  }
+}
