@@ -1,0 +1,36 @@
+/**
+ * When the open transaction is committed outside a revoke: once it holds `maxMessages` messages,
+ * has been open `maxMs`, or holds a suspect input alone (redone in a transaction of its own); and,
+ * with nothing processed, every `maxMs` while offsets moved anyway (a new partition's start,
+ * markers skipped). One commit at a time, never while a message is partly written.
+ */
+import { commit, offsetsToCommit } from './transaction-commit';
+import type { TransactionContext } from './transaction-context';
+
+/** Called after each consume call: commits the open transaction when it is full or old enough. */
+export function maybeCommit(ctx: TransactionContext): void {
+  const { book, options } = ctx;
+  const txn = ctx.writer.work;
+  // A message partly written goes on first (its records and its offset commit together).
+  if (book.op !== undefined || book.state.kind !== 'open' || txn.partial !== undefined) {
+    return;
+  }
+  const { openedAt, messages } = txn;
+  const now = Date.now();
+  if (openedAt !== undefined) {
+    if (txn.solo || messages >= options.maxMessages || now - openedAt >= options.maxMs) {
+      commitInBackground(ctx);
+    }
+    return;
+  }
+  // Nothing processed: offsets may still have moved (a new partition's start, markers skipped).
+  if (now - book.lastCommitAt >= options.maxMs && offsetsToCommit(ctx).length > 0) {
+    commitInBackground(ctx);
+  }
+}
+
+/** Commits the open transaction unless an operation is in flight (the writer's `full` asks too). */
+export function commitInBackground(ctx: TransactionContext): void {
+  if (ctx.book.op !== undefined) return;
+  void commit(ctx, 'periodic', Date.now() + ctx.settings.commitTimeoutMs * 2);
+}
