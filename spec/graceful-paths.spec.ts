@@ -407,8 +407,9 @@ describe('graceful on every path', () => {
     h.fake().produce(T, 0, 5);
     h.fake().rebalanceAssign([tp(0)]);
     await until(() => holding, 'offset 0 running');
-    const { assignments } = (h.consumer as unknown as { engine: { assignments: Assignments } })
-      .engine;
+    const { assignments } = (
+      h.consumer as unknown as { engine: { base: { assignments: Assignments } } }
+    ).engine.base;
     const retired = (): number => assignments.retiredOf([tp(0)]).length;
     await h.consumer.seek(tp(0), { offset: 3 });
     assert.equal(retired(), 1, 'the replaced stream waits for its aborted handler');

@@ -261,6 +261,7 @@ describe('revoke protocol (unit)', () => {
       const committed = s.events[2];
       assert.ok(committed?.type === 'committed');
       assert.equal(committed.results[0]?.status, 'lost');
+      assert.equal(c.signal.aborted, true, 'fenced: its late acks no longer count');
       assert.equal(s.fake().commits.get(`${T}[0]`), undefined);
       assert.equal(c.lastCommitted, undefined);
     });

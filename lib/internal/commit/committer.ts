@@ -62,8 +62,9 @@ export interface CommitterHost {
 }
 
 /**
- * Where a consumer's offsets go. The committer commits them to the group; `processTransactional()`
- * routes them through its transactions instead ({@link Committer.commitThrough}).
+ * Where a consumer's offsets go: the commit strategy, chosen once when the consumer starts. The
+ * {@link Committer} commits them to the group; `processTransactional()`'s transactions commit them
+ * with their output records instead.
  */
 export interface OffsetCommits {
   /** Whether a commit that is not a revoke's is in flight. */
@@ -82,20 +83,19 @@ export interface OffsetCommits {
     deadline: number,
     holdBy?: () => number,
   ): Promise<PartitionCommitResult[]>;
-  /** Partitions released as lost (nothing committed for them). */
+  /** Partitions released as lost (nothing committed for them; open work of theirs is undone). */
   lost(controls: readonly PartitionControl[]): void;
   /** Transactions only: what the last final commit did with the open transaction. */
-  readonly lastFinal?: RevokeTransaction;
+  readonly lastFinal: RevokeTransaction | undefined;
   /**
    * Resolves once no call in flight holds the raw consumer (a sendOffsetsToTransaction whose
    * worker reads its group metadata): the consumer is disconnected only then.
    */
-  clientIdle?(): Promise<void>;
+  clientIdle(): Promise<void>;
 }
 
+/** Commits to the consumer group (the strategy unless `processTransactional()` runs). */
 export class Committer implements OffsetCommits {
-  /** Set by processTransactional(): offsets go through its transactions, not to the group. */
-  private through: OffsetCommits | undefined;
   /** The periodic commit in flight (its memory write included). */
   private commitInFlight: Promise<void> | undefined;
   private lastCommitAt = 0;
@@ -115,32 +115,19 @@ export class Committer implements OffsetCommits {
 
   /** Whether a periodic commit is in flight. */
   get periodicInFlight(): boolean {
-    if (this.through) return this.through.periodicInFlight;
     return this.commitInFlight !== undefined;
   }
 
-  /**
-   * Routes every commit through `commits` from now on (processTransactional(): no commit to the
-   * group, offsets go into transactions). Only before the consumer starts.
-   */
-  commitThrough(commits: OffsetCommits): void {
-    this.through = commits;
+  /** No transaction here. */
+  readonly lastFinal: RevokeTransaction | undefined = undefined;
+
+  /** Group commits hold the raw consumer only inside the binding's own calls. */
+  clientIdle(): Promise<void> {
+    return Promise.resolve();
   }
 
-  /** Transactions only: what the last final commit did with the open transaction. */
-  get lastFinal(): RevokeTransaction | undefined {
-    return this.through?.lastFinal;
-  }
-
-  /** Resolves once no call in flight holds the raw consumer (see {@link OffsetCommits.clientIdle}). */
-  async clientIdle(): Promise<void> {
-    await this.through?.clientIdle?.();
-  }
-
-  /** Partitions released as lost: nothing is committed for them (only transactions care). */
-  lost(controls: readonly PartitionControl[]): void {
-    this.through?.lost(controls);
-  }
+  /** Partitions released as lost: nothing is committed for them, and no open work to undo. */
+  lost(): void {}
 
   /**
    * Commits, at most every `commitIntervalMs`, what the active streams have processed
@@ -151,10 +138,6 @@ export class Committer implements OffsetCommits {
     controls: Iterable<PartitionControl>,
     isCurrent: (control: PartitionControl) => boolean,
   ): void {
-    if (this.through) {
-      this.through.maybeCommit(controls, isCurrent);
-      return;
-    }
     if (this.commitInFlight) return;
     const now = Date.now();
     if (now - this.lastCommitAt < this.settings.commitIntervalMs) return;
@@ -286,7 +269,6 @@ export class Committer implements OffsetCommits {
     deadline: number,
     holdBy: () => number = () => deadline,
   ): Promise<PartitionCommitResult[]> {
-    if (this.through) return this.through.commitFinal(controls, deadline, holdBy);
     const results = new Map<PartitionControl, PartitionCommitResult>();
     const toCommit: { control: PartitionControl; offset: number }[] = [];
     const unchanged: { control: PartitionControl; offset: number }[] = [];
@@ -367,7 +349,6 @@ export class Committer implements OffsetCommits {
     };
     const markLost = (reason: string): void => {
       for (const { control } of toCommit) {
-        control.fence('lost');
         results.set(control, {
           topic: control.topic,
           partition: control.partition,
@@ -545,7 +526,6 @@ export class Committer implements OffsetCommits {
     for (const u of unverified) {
       const { control, offset } = u;
       if (u.kind === 'lost') {
-        control.fence('lost');
         results.set(control, {
           topic: control.topic,
           partition: control.partition,

@@ -18,56 +18,18 @@
  *   once (nothing will be redone), any other ends in `lost`.
  */
 import type { Logger } from 'pino';
-import type {
-  PartitionCommitResult,
-  RebalanceEvent,
-  RebalanceProtocol,
-  RevokeTransaction,
-  TopicPartition,
-} from '../../types';
+import type { RebalanceEvent, RebalanceProtocol, TopicPartition } from '../../types';
 import type { FlowControl } from '../loop/flow-control';
 import type { Conditions } from '../loop/wait-conditions';
 import type { AssignCalls } from '../rebalance/assign-calls';
 import type { Assignments } from '../rebalance/assignments';
 import type { StartChoices } from '../rebalance/start-positions';
-import { list, tpKey } from '../binding/rdkafka';
+import { tpKey } from '../binding/rdkafka';
+import { LifecycleEvents } from './lifecycle-events';
+import type { Committed, RevokeOutcome, RevokeScope } from './lifecycle-events';
 import { PartitionControl } from './partition-control';
 
-/** One revoke: what librdkafka revoked and what this member held of it. */
-export interface RevokeScope {
-  /** The partitions to release (those of this callback not already being revoked). */
-  readonly partitions: TopicPartition[];
-  /** Their streams. */
-  readonly controls: PartitionControl[];
-  readonly protocol: RebalanceProtocol;
-  readonly generation: number;
-  readonly startedAt: number;
-  /** False for a static member's local revoke at close: the group keeps the partitions. */
-  readonly handedOver: boolean;
-  readonly groupInstanceId: string | undefined;
-}
-
-/** What a revoke came to (revoke-protocol.ts decides it; {@link PartitionLifecycle.conclude} applies it). */
-export type RevokeOutcome =
-  | {
-      /** Taken away without a chance to commit: handlers aborted, nothing committed. */
-      readonly kind: 'lost';
-      readonly reason: string;
-    }
-  | {
-      /** Drained (or its deadline passed) and the final commit answered. */
-      readonly kind: 'committed';
-      /** One per stream of the revoke. */
-      readonly results: PartitionCommitResult[];
-      /** The results the broker refused for ownership (the partitions are lost). */
-      readonly refused: PartitionCommitResult[];
-      /** The streams that still owned their partition at the final commit. */
-      readonly stillOurs: PartitionControl[];
-      readonly drainedAt: number;
-      readonly committedAt: number;
-      /** Transactions only: what the final commit did with the open transaction. */
-      readonly transaction: RevokeTransaction | undefined;
-    };
+export type { RevokeOutcome, RevokeScope } from './lifecycle-events';
 
 /** The consumer's parts a partition's life touches. */
 export interface LifecycleParts {
@@ -93,7 +55,12 @@ export class PartitionLifecycle {
   /** The streams a revoke in flight releases (each ends in its revoke's events). */
   private readonly revokingStreams = new Set<PartitionControl>();
 
-  constructor(private readonly parts: LifecycleParts) {}
+  /** What each step announces (its log line and rebalance event). */
+  private readonly say: LifecycleEvents;
+
+  constructor(private readonly parts: LifecycleParts) {
+    this.say = new LifecycleEvents(parts.logger, parts.events);
+  }
 
   // --- Begin ------------------------------------------------------------------------------------
 
@@ -108,7 +75,7 @@ export class PartitionLifecycle {
     partitions: TopicPartition[],
     { starts, memories }: StartChoices,
   ): PartitionControl[] {
-    const { assignments, logger } = this.parts;
+    const { assignments } = this.parts;
     // Streams a newer assignment replaced before their revoke committed: nothing more is committed
     // for them here (an open transaction with their work is aborted: its records must not be
     // committed with the new stream's offset).
@@ -143,11 +110,7 @@ export class PartitionLifecycle {
     }
     if (superseded.length > 0) this.parts.commits.lost(superseded);
     this.parts.flow.assigned(controls);
-    logger.info(
-      { generation, protocol, partitions, starts: Object.fromEntries(starts) },
-      'assigned',
-    );
-    this.parts.events.next({ type: 'assigned', generation, protocol, partitions, at: Date.now() });
+    this.say.assigned(generation, protocol, partitions, starts);
     return controls;
   }
 
@@ -223,11 +186,9 @@ export class PartitionLifecycle {
 
   /** The revoke's drain begins: the streams' intake stops, and `revoking` is emitted. */
   revoking(scope: RevokeScope): void {
-    const { partitions, controls, protocol, generation, startedAt } = scope;
-    const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
-    this.stopIntake(controls);
-    this.parts.logger.info({ generation, protocol, partitions, inFlight }, 'revoking');
-    this.parts.events.next({ type: 'revoking', generation, protocol, partitions, at: startedAt });
+    const inFlight = scope.controls.reduce((n, c) => n + c.inFlight, 0);
+    this.stopIntake(scope.controls);
+    this.say.revoking(scope, inFlight);
   }
 
   /**
@@ -235,40 +196,10 @@ export class PartitionLifecycle {
    * what is contiguous gets committed). Returns when.
    */
   drained(scope: RevokeScope, inFlight: number, timedOut: boolean, drainTimeoutMs: number): number {
-    const { partitions, controls, protocol, generation, startedAt } = scope;
-    const stragglers = controls.filter((c) => !c.isDrained);
-    const stragglerCount = stragglers.reduce((n, c) => n + c.inFlight, 0);
+    const stragglers = scope.controls.filter((c) => !c.isDrained);
     const stuck = stragglers.map((c) => c.describe());
     this.fence(stragglers, 'drain deadline passed');
-    const drainedAt = Date.now();
-    if (timedOut) {
-      this.parts.logger.warn(
-        {
-          generation,
-          partitions: list(stragglers),
-          stragglers: stragglerCount,
-          stuck,
-          drainTimeoutMs,
-        },
-        'drain deadline passed: committing what is contiguous and releasing the partitions; the next owner may process the unfinished messages again (duplicates)',
-      );
-    }
-    this.parts.logger.info(
-      { generation, partitions, inFlight, durationMs: drainedAt - startedAt, timedOut },
-      'drained',
-    );
-    this.parts.events.next({
-      type: 'drained',
-      generation,
-      protocol,
-      partitions,
-      inFlight,
-      stragglers: stragglerCount,
-      timedOut,
-      durationMs: drainedAt - startedAt,
-      at: drainedAt,
-    });
-    return drainedAt;
+    return this.say.drained(scope, inFlight, stragglers, stuck, timedOut, drainTimeoutMs);
   }
 
   /** The revoke task ended (whatever happened): its streams are no longer its to release. */
@@ -291,30 +222,17 @@ export class PartitionLifecycle {
     this.parts.flow.releasing(controls);
     this.parts.calls.unassign(partitions, protocol, generation);
     this.forget(controls);
-    this.parts.logger.warn(
-      { generation, partitions, reason },
-      'partitions lost: nothing committed; their unfinished work will be redone by the next owner',
-    );
     // Each stream ends once (a close may have ended it meanwhile).
-    const ending = list(controls.filter((c) => c.claimEnding()));
-    if (ending.length > 0)
-      this.parts.events.next({
-        type: 'lost',
-        generation,
-        protocol,
-        partitions: ending,
-        reason,
-        at: Date.now(),
-      });
+    this.say.lost(
+      scope,
+      controls.filter((c) => c.claimEnding()),
+      reason,
+    );
   }
 
-  private releaseCommitted(
-    scope: RevokeScope,
-    outcome: RevokeOutcome & { kind: 'committed' },
-  ): void {
-    const { partitions, controls, protocol, generation, startedAt, handedOver } = scope;
-    const { results, refused, stillOurs, drainedAt, committedAt, transaction } = outcome;
-    const { logger, events } = this.parts;
+  private releaseCommitted(scope: RevokeScope, outcome: Committed): void {
+    const { partitions, controls, protocol, generation } = scope;
+    const { results, refused, stillOurs } = outcome;
     // Refused for ownership: their handlers' work no longer counts.
     const lostResult = (c: PartitionControl): boolean =>
       results.some(
@@ -324,20 +242,7 @@ export class PartitionLifecycle {
       stillOurs.filter((c) => lostResult(c)),
       'lost',
     );
-    logger.info(
-      { generation, results, durationMs: committedAt - drainedAt },
-      refused.length > 0 ? 'final commit refused: partitions lost' : 'committed',
-    );
-    events.next({
-      type: 'committed',
-      generation,
-      protocol,
-      partitions,
-      results,
-      durationMs: committedAt - drainedAt,
-      at: committedAt,
-      ...(transaction === undefined ? {} : { transaction }),
-    });
+    this.say.committed(scope, outcome);
     this.parts.flow.releasing(stillOurs);
     this.parts.calls.unassign(partitions, protocol, generation);
     for (const c of controls) c.release();
@@ -349,52 +254,7 @@ export class PartitionLifecycle {
     const ending = controls.filter((c) => c.claimEnding());
     const lostEnding = ending.filter((c) => refused.length > 0 || lostResult(c));
     const revokedEnding = ending.filter((c) => !lostEnding.includes(c));
-    // `revoked` first: the metrics close the revoke's record (its phases) on it.
-    if (revokedEnding.length > 0) {
-      const revokedPartitions = list(revokedEnding);
-      logger.info(
-        {
-          generation,
-          partitions: revokedPartitions,
-          durationMs: revokedAt - committedAt,
-          totalMs: revokedAt - startedAt,
-          handedOver,
-          ...(handedOver ? {} : { groupInstanceId: scope.groupInstanceId }),
-        },
-        handedOver
-          ? 'revoked'
-          : 'revoked locally, not handed over: the group keeps these partitions for this group.instance.id until its session times out (a restart within it resumes them without a rebalance)',
-      );
-      events.next({
-        type: 'revoked',
-        generation,
-        protocol,
-        partitions: revokedPartitions,
-        durationMs: revokedAt - committedAt,
-        totalMs: revokedAt - startedAt,
-        handedOver,
-        at: revokedAt,
-      });
-    }
-    if (lostEnding.length > 0) {
-      const first = refused[0] ?? results.find((r) => r.status === 'lost');
-      const reason = first?.status === 'lost' ? first.reason : 'commit refused';
-      const lostPartitions = list(lostEnding);
-      logger.warn(
-        { generation, partitions: lostPartitions, reason },
-        refused.length > 0
-          ? 'partitions lost: the final commit was refused; work since the last confirmed commit will be redone by the next owner (duplicates)'
-          : 'partitions lost: released by a newer rebalance before the final commit; work since the last confirmed commit will be redone (duplicates)',
-      );
-      events.next({
-        type: 'lost',
-        generation,
-        protocol,
-        partitions: lostPartitions,
-        reason,
-        at: revokedAt,
-      });
-    }
+    this.say.ended(scope, outcome, revokedEnding, lostEnding, revokedAt);
   }
 
   // --- Released without the revoke protocol -----------------------------------------------------
@@ -468,52 +328,16 @@ export class PartitionLifecycle {
       (c) => (evenRevoking || !this.revokingStreams.has(c)) && c.claimEnding(),
     );
     if (ending.length === 0) return;
-    const { logger, events } = this.parts;
-    const protocol = this.parts.calls.protocol();
-    const at = Date.now();
-    const cleanControls = asLost ? [] : ending.filter((c) => !c.workSinceCommit);
-    const revoked = list(cleanControls);
-    const lost = list(ending.filter((c) => !cleanControls.includes(c)));
-    if (revoked.length > 0) {
-      // The whole sequence, at once: nothing in flight to drain, nothing new to commit.
-      logger.info({ generation, partitions: revoked, reason }, 'revoked (nothing to commit)');
-      const base = { generation, protocol, partitions: revoked, at };
-      events.next({ type: 'revoking', ...base });
-      events.next({
-        type: 'drained',
-        ...base,
-        inFlight: 0,
-        stragglers: 0,
-        timedOut: false,
-        durationMs: 0,
-      });
-      events.next({
-        type: 'committed',
-        ...base,
-        results: cleanControls.map((c) => ({
-          topic: c.topic,
-          partition: c.partition,
-          status: 'unchanged' as const,
-          offset: c.lastCommitted,
-        })),
-        durationMs: 0,
-      });
-      events.next({
-        type: 'revoked',
-        ...base,
-        durationMs: 0,
-        totalMs: 0,
-        // Only a close ends streams in revoked here: a static member's stay with its instance id.
-        handedOver: this.parts.staticInstanceId === undefined,
-      });
-    }
-    if (lost.length > 0) {
-      logger.warn(
-        { generation, partitions: lost, reason },
-        'partitions lost: released without a final commit; their work since the last confirmed commit will be redone by the next owner (duplicates)',
-      );
-      events.next({ type: 'lost', generation, protocol, partitions: lost, reason, at });
-    }
+    const clean = asLost ? [] : ending.filter((c) => !c.workSinceCommit);
+    this.say.releasedAtOnce(
+      generation,
+      this.parts.calls.protocol(),
+      clean,
+      ending.filter((c) => !clean.includes(c)),
+      reason,
+      // Only a close ends streams in revoked here: a static member's stay with its instance id.
+      this.parts.staticInstanceId === undefined,
+    );
   }
 
   /** Drops released streams from the ownership map (ones a newer assignment took stay). */
