@@ -12,6 +12,7 @@
  */
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../../config';
+import type { PartitionCommitResult } from '../../types';
 import { untilMoving } from '../loop/wait-conditions';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { PartitionControl } from '../partition/partition-control';
@@ -251,4 +252,58 @@ export async function verifyFinalOffsets(
 
 function label({ control, offset }: FinalOffset): string {
   return `${control.topic}[${control.partition}]@${offset}`;
+}
+
+/**
+ * A commit of these partitions that librdkafka answered with an error of unknown outcome (timed
+ * out, transport failure, coordinator moved) may have been applied after the final one: the
+ * group's offsets are read back, and the final ones committed again where the group holds
+ * another, before the release. The results of partitions not confirmed so become `failed`, or
+ * `lost` where the broker refused for ownership.
+ */
+export async function verifyResults(
+  client: ConsumerClient,
+  settings: ConsumerSettings,
+  logger: Logger,
+  host: VerificationHost,
+  controls: readonly PartitionControl[],
+  results: Map<PartitionControl, PartitionCommitResult>,
+  holdBy: () => number,
+): Promise<void> {
+  const finals: FinalOffset[] = [];
+  for (const control of controls) {
+    const r = results.get(control);
+    if ((r?.status === 'committed' || r?.status === 'unchanged') && r.offset !== undefined)
+      finals.push({ control, offset: r.offset });
+  }
+  const { unverified } = await verifyFinalOffsets(
+    client,
+    settings,
+    logger,
+    { until: (c, d) => host.until(c, d), changed: () => host.changed() },
+    finals,
+    () => holdBy() - 100,
+  );
+  for (const u of unverified) {
+    const { control, offset } = u;
+    if (u.kind === 'lost') {
+      results.set(control, {
+        topic: control.topic,
+        partition: control.partition,
+        status: 'lost',
+        reason: u.reason,
+      });
+      continue;
+    }
+    results.set(control, {
+      topic: control.topic,
+      partition: control.partition,
+      status: 'failed',
+      offset,
+      reason:
+        u.kind === 'behind'
+          ? `the group holds offset ${u.held === undefined ? 'none' : String(u.held)}: a commit answered with an error was applied after the final one, and committing ${offset} again was not confirmed by the rebalance deadline`
+          : `not confirmed that the group holds ${offset} by the rebalance deadline: ${u.why}`,
+    });
+  }
 }
