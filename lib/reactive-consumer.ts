@@ -1,36 +1,32 @@
-import { Observable, defer, mergeMap } from 'rxjs';
-import type { Subscription } from 'rxjs';
+import { defer } from 'rxjs';
+import type { Observable } from 'rxjs';
 import type { Logger } from 'pino';
 import { inspect } from 'node:util';
 import type { InspectOptions } from 'node:util';
 import { resolveSettings } from './internal/settings/resolve-settings';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
-import { AlreadySubscribedError, ClosedError, ConfigError } from './errors';
+import { ConfigError } from './errors';
 import { ConsumerEngine } from './internal/loop/consumer-engine';
-import type { CompletedStore } from './internal/commit/completed-store';
-import { DeadLetterWriter } from './internal/process/dead-letter';
-import type { ProducerFactory } from './internal/process/dead-letter';
-import { FairLimiter } from './internal/partition/fair-limiter';
-import { TransactionalProducer } from './internal/transactions/transactional-producer';
-import type { TransactionalProducerFactory } from './internal/transactions/transactional-producer';
-import { Transactions } from './internal/transactions/transactions';
-import { recordsOf } from './internal/transactions/output-records';
-import { resolveTransactionalOptions } from './transactional-options';
+import type { DeadLetterWriter } from './internal/process/dead-letter';
+import type { Transactions } from './internal/transactions/transactions';
 import type {
   OutputRecord,
   TransactionalHandler,
   TransactionalOptions,
 } from './transactional-options';
-import { MessageProcessor } from './internal/process/processor';
-import { singleMode } from './internal/process/processing-mode';
+import { batchMode, batchOptions } from './internal/process/batch-mode';
+import { closeOnAbort, partitionStreams, runPipeline } from './internal/process/pipeline';
+import { requireHandler, singleMode } from './internal/process/processing-mode';
 import type { ProcessingMode } from './internal/process/processing-mode';
-import { BATCH_DEFAULTS, resolveProcessOptions } from './process-options';
+import { transactionalMode } from './internal/process/transactional-mode';
+import { resolveProcessOptions } from './process-options';
 import type { ResolvedProcessOptions } from './process-options';
 import { ConsumerObservability, attachObservability } from './internal/observe/observability';
 import type { ConsumerHealth, HealthOptions } from './health';
 import type { ConsumerMetrics } from './metrics';
 import type { PartitionControl } from './internal/partition/partition-control';
-import type { ConsumerFactory } from './internal/binding/rdkafka';
+import { checkThreadPool } from './internal/binding/thread-pool';
+import type { ReactiveConsumerInternals } from './internal/settings/test-seams';
 import { asLogger, defaultLogger } from './logger';
 import { traceBatchHandler, traceHandler } from './tracing';
 import type { HandlerTracer } from './tracing';
@@ -45,27 +41,13 @@ import type {
   TopicPartition,
   BatchHandler,
   BatchProcessOptions,
-  DecodedMessage,
   HandlerResult,
-  KafkaMessage,
   MessageBatch,
   ProcessedBatch,
 } from './types';
 
 /** @internal Test seams; not part of the public API. */
-export interface ReactiveConsumerInternals {
-  consumerFactory?: ConsumerFactory;
-  producerFactory?: ProducerFactory;
-  /** Builds the transactional producer of processTransactional(). */
-  transactionalProducerFactory?: TransactionalProducerFactory;
-  /** Replaces the Kafka-backed completed-offset store. */
-  storeFactory?: (settings: ConsumerSettings) => CompletedStore;
-  /** Source of retry jitter. */
-  random?: () => number;
-}
-
-let startedConsumers = 0;
-let threadPoolWarned = false;
+export type { ReactiveConsumerInternals } from './internal/settings/test-seams';
 
 /**
  * A Kafka consumer whose partitions are RxJS streams, and whose rebalances drain in-flight work,
@@ -137,39 +119,13 @@ export class ReactiveConsumer {
     this.observability = new ConsumerObservability(this.engine, this.settings, this.logger);
     this.metrics$ = this.observability.metrics$();
     attachObservability(this, this.observability);
-    const signal = options.signal;
-    if (signal !== undefined) {
-      const onAbort = (): void => {
-        this.logger.info('the signal aborted: closing');
-        void this.close().catch((err: unknown) =>
-          this.logger.warn({ err }, 'close on abort failed'),
-        );
-      };
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    }
-    this.partitions$ = new Observable<PartitionControl>((subscriber) => {
-      if (this.attached) {
-        subscriber.error(
-          new AlreadySubscribedError(
-            'This consumer already runs a pipeline (process() or partitions$); create another consumer for a second one',
-          ),
-        );
-        return undefined;
-      }
-      const lifecycle = this.engine.lifecycle.kind;
-      if (lifecycle === 'closing' || lifecycle === 'closed') {
-        subscriber.error(new ClosedError('The consumer is closed'));
-        return undefined;
-      }
-      this.attached = true;
-      const sub = this.engine.partitionStreams.subscribe(subscriber);
-      this.warnOnSmallThreadPool();
-      void this.engine.start();
-      return () => {
-        sub.unsubscribe();
-        void this.engine.close();
-      };
+    closeOnAbort(options.signal, this.logger, () => this.close());
+    this.partitions$ = partitionStreams(this.engine, {
+      attached: () => this.attached,
+      attach: () => {
+        this.attached = true;
+      },
+      started: () => this.warnOnSmallThreadPool(),
     });
   }
 
@@ -198,9 +154,7 @@ export class ReactiveConsumer {
     handler: MessageHandler<R, K, V>,
     options: ProcessOptions<K, V> = {},
   ): Observable<Processed<R>> {
-    if (typeof handler !== 'function') {
-      throw new ConfigError('Expected `handler` to be a function', 'handler');
-    }
+    requireHandler(handler);
     return this.pipeline(
       singleMode(
         this.observability.instrument(traceHandler(handler, this.settings.groupId, this.tracer)),
@@ -225,33 +179,8 @@ export class ReactiveConsumer {
     handler: BatchHandler<R, K, V>,
     options: BatchProcessOptions<K, V> = {},
   ): Observable<ProcessedBatch<R>> {
-    if (typeof handler !== 'function') {
-      throw new ConfigError('Expected `handler` to be a function', 'handler');
-    }
-    const {
-      maxSize = BATCH_DEFAULTS.maxSize,
-      maxWaitMs = BATCH_DEFAULTS.maxWaitMs,
-      ...rest
-    } = options;
-    if (!Number.isInteger(maxSize) || maxSize < 1) {
-      throw new ConfigError(
-        `Expected \`maxSize\` to be an integer ≥ 1, got ${String(maxSize)}`,
-        'maxSize',
-      );
-    }
-    if (!Number.isInteger(maxWaitMs) || maxWaitMs < 0) {
-      throw new ConfigError(
-        `Expected \`maxWaitMs\` to be an integer ≥ 0, got ${String(maxWaitMs)}`,
-        'maxWaitMs',
-      );
-    }
-    if (rest.ordering === 'key') {
-      // A batch holds many keys: per-key order would need per-key batches.
-      throw new ConfigError(
-        "`ordering: 'key'` is not supported by processBatch() (a batch holds many keys): use 'partition', or process()",
-        'ordering',
-      );
-    }
+    requireHandler(handler);
+    const { bounds, rest } = batchOptions(options);
     const instrumented = this.observability.instrument(
       traceBatchHandler(
         (batch: MessageBatch<K, V>) => handler(batch) as HandlerResult<R>,
@@ -259,36 +188,8 @@ export class ReactiveConsumer {
         this.tracer,
       ),
     );
-    return this.pipeline<R, K, V, ProcessedBatch<R>>(
-      {
-        batch: { maxSize, maxWaitMs },
-        call: (messages, raw) => {
-          const first = raw[0] as KafkaMessage;
-          const last = raw[raw.length - 1] as KafkaMessage;
-          return instrumented({
-            topic: first.topic,
-            partition: first.partition,
-            generation: first.generation,
-            offset: first.offset,
-            lastOffset: last.offset,
-            messages,
-            signal: first.signal,
-          });
-        },
-        output: (messages, status, attempts, result, error) => {
-          const first = messages[0] as KafkaMessage;
-          const out = {
-            topic: first.topic,
-            partition: first.partition,
-            generation: first.generation,
-            offsets: messages.map((m) => m.offset),
-            status,
-            attempts,
-            result,
-          };
-          return error === undefined ? out : { ...out, error };
-        },
-      },
+    return this.pipeline(
+      batchMode<R, K, V>(bounds, instrumented),
       resolveProcessOptions(rest as ProcessOptions<unknown, unknown>, this.settings),
     );
   }
@@ -323,57 +224,14 @@ export class ReactiveConsumer {
     handler: TransactionalHandler<K, V>,
     options: TransactionalOptions<K, V> = {},
   ): Observable<Processed<readonly OutputRecord[]>> {
-    if (typeof handler !== 'function') {
-      throw new ConfigError('Expected `handler` to be a function', 'handler');
-    }
-    const resolved = resolveTransactionalOptions(
-      options as TransactionalOptions<unknown, unknown>,
-      this.settings,
-    );
-    const logger = this.logger.child({
-      component: 'transactions',
-      transactionalId: resolved.transactionalId,
+    requireHandler(handler);
+    const { resolved, unit, mode } = transactionalMode(handler, options, {
+      settings: this.settings,
+      logger: this.logger,
+      engine: this.engine,
+      observability: this.observability,
+      producerFactory: this.internals.transactionalProducerFactory,
     });
-    logger.info(
-      { identity: resolved.identity, transactionTimeoutMs: resolved.transactionTimeoutMs },
-      resolved.identity === 'random'
-        ? 'transactional producer: a random transactional.id (no instanceId, group.instance.id or StatefulSet pod name), so a crash leaves its open transaction blocking read_committed readers of the outputs until transaction.timeout.ms'
-        : 'transactional producer: transactional.id and transaction.timeout.ms chosen',
-    );
-    const producer = new TransactionalProducer(
-      resolved.transactionalId,
-      resolved.producerConfig,
-      (err) =>
-        err.fatal
-          ? logger.error({ err }, 'transactional producer: fatal error')
-          : logger.warn({ err }, 'transactional producer error'),
-      this.internals.transactionalProducerFactory,
-    );
-    const unit = new Transactions(producer, resolved, this.settings, logger, {
-      owned: () => this.engine.controls(),
-      owns: (c) => this.engine.owns(c),
-      consumer: () => (this.engine.clientUsable ? this.engine.client.raw : undefined),
-      seek: (tp, offset) => this.engine.seek(tp, { offset }),
-      fail: (err) => this.engine.failWith(err),
-      changed: () => this.engine.changed(),
-      observer: () => this.engine.observer,
-      publish: (event) => this.engine.publish(event),
-    });
-    const instrumented = this.observability.instrument((m: DecodedMessage<K, V>) =>
-      recordsOf(handler(m)),
-    );
-    const single = singleMode<readonly OutputRecord[], K, V>(instrumented);
-    const mode: ProcessingMode<
-      readonly OutputRecord[],
-      K,
-      V,
-      Processed<readonly OutputRecord[]>
-    > = {
-      ...single,
-      settle: (partition, messages, result) => {
-        for (const m of messages) unit.settle(partition, m, result ?? []);
-      },
-    };
     return defer(() => {
       // Only the subscription that will run the pipeline installs the transactions; a refused one
       // (already subscribed, closed) gets its error from the pipeline below.
@@ -391,91 +249,21 @@ export class ReactiveConsumer {
     mode: ProcessingMode<R, K, V, O>,
     resolved: ResolvedProcessOptions,
   ): Observable<O> {
-    const deadLetter =
-      resolved.deadLetter === undefined
-        ? undefined
-        : new DeadLetterWriter(
-            resolved.deadLetter.topic,
-            resolved.deadLetter.producerConfig,
-            this.settings.groupId,
-            this.settings.connectTimeoutMs,
-            this.logger.child({ component: 'dead-letter' }),
-            this.internals.producerFactory,
-          );
-    return new Observable<O>((subscriber) => {
-      const limiter = new FairLimiter(resolved.concurrency);
-      const processor = new MessageProcessor<R, K, V, O>(
-        mode,
-        resolved,
-        this.engine,
-        this.logger,
-        deadLetter,
-        this.internals.random,
-      );
-      const wasAttached = this.attached;
-      /** Set once the user unsubscribed: the pipeline keeps running, unseen, until it drained. */
-      let detached = false;
-      /**
-       * Once the consumer has closed, handlers still running (they ignored `message.signal` past
-       * the drain deadline) are cut off: their results no longer count, and the pipeline must not
-       * wait for them to complete. Checked just after the close finished (its partition streams
-       * completed: a pipeline whose handlers all ended completes by itself first).
-       */
-      const cutOff = this.engine.rebalances.subscribe({
-        complete: () =>
-          setImmediate(() => {
-            if (sub.closed) return;
-            this.logger.warn(
-              'handlers still running when the consumer closed were cut off (they ignored message.signal); their results do not count',
-            );
-            sub.unsubscribe();
-            if (!detached) subscriber.complete();
-          }),
-      });
-      const sub: Subscription = (this.partitions$ as Observable<PartitionControl>)
-        .pipe(mergeMap((partition) => processor.runPartition(partition, limiter)))
-        .subscribe({
-          next: (value) => {
-            if (!detached) subscriber.next(value);
-          },
-          error: (err: unknown) => {
-            if (!detached) subscriber.error(err);
-            else
-              this.logger.debug(
-                { err },
-                'the pipeline ended with an error after it was unsubscribed',
-              );
-          },
-          complete: () => {
-            if (!detached) subscriber.complete();
-          },
-        });
-      // Only the subscription that runs the pipeline owns the writer and the transactions (a
-      // refused second one must not close them).
-      const runs = !wasAttached && this.attached;
-      const owns = deadLetter !== undefined && runs;
-      if (owns) {
-        this.deadLetterWriters.add(deadLetter);
-        void deadLetter.start();
-      }
-      return () => {
-        cutOff.unsubscribe();
-        if (sub.closed) {
-          if (owns) void deadLetter.close(this.settings.commitTimeoutMs);
-          if (runs) void this.transactions?.close();
-          return;
-        }
-        // Unsubscribing (or `takeUntil`) is a graceful stop, exactly like close(): the pipeline
-        // is not torn down — handlers in flight finish and their offsets count, the final commits
-        // are confirmed, the partitions released — only its results are no longer emitted. The
-        // subscription ends when the consumer has closed (within `closeTimeoutMs`).
-        detached = true;
-        this.logger.info('the pipeline was unsubscribed: closing the consumer gracefully');
-        void this.close()
-          .catch((err: unknown) => this.logger.warn({ err }, 'close after unsubscribe failed'))
-          .finally(() => sub.unsubscribe());
-      };
-    });
+    return runPipeline(
+      {
+        settings: this.settings,
+        logger: this.logger,
+        engine: this.engine,
+        partitions: this.partitions$ as Observable<PartitionControl>,
+        attached: () => this.attached,
+        deadLetterWriters: this.deadLetterWriters,
+        transactions: () => this.transactions,
+        close: () => this.close(),
+        internals: this.internals,
+      },
+      mode,
+      resolved,
+    );
   }
 
   /**
@@ -600,15 +388,6 @@ export class ReactiveConsumer {
   }
 
   private warnOnSmallThreadPool(): void {
-    startedConsumers += 1;
-    const pool = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
-    // Each consumer keeps one consume(n) in flight on a libuv pool thread; leave room for dns/fs.
-    if (!threadPoolWarned && startedConsumers >= pool) {
-      threadPoolWarned = true;
-      this.logger.warn(
-        { consumers: startedConsumers, UV_THREADPOOL_SIZE: pool },
-        'more consumers in this process than free libuv pool threads: set UV_THREADPOOL_SIZE ≥ consumers + 4 before Node starts, or consumers will slow each other down',
-      );
-    }
+    checkThreadPool(this.logger);
   }
 }

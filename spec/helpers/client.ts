@@ -4,7 +4,10 @@ import { resolveSettings } from '../../lib/internal/settings/resolve-settings';
 import type { ConsumerSettings, ReactiveConsumerOptions } from '../../lib/config';
 import { ConsumerClient } from '../../lib/internal/binding/consumer-client';
 import { FlowControl } from '../../lib/internal/loop/flow-control';
-import type { PartitionControl } from '../../lib/internal/partition/partition-control';
+import { Shutdown } from '../../lib/internal/loop/shutdown';
+import { Conditions } from '../../lib/internal/loop/wait-conditions';
+import { PartitionLoggers } from '../../lib/internal/observe/partition-loggers';
+import { Assignments } from '../../lib/internal/rebalance/assignments';
 import type { RebalanceCallback } from '../../lib/internal/binding/rdkafka';
 import type { TopicPartition } from '../../lib/types';
 import { FakeConsumer } from '../fakes/fake-consumer';
@@ -41,8 +44,8 @@ export function clientOverFake(
 }
 
 /**
- * Flow control over the fake binding for the partitions in `owned` (keyed by tpKey, added by the
- * spec), its resumes reported to `resumed`.
+ * Flow control over the fake binding for the partitions the spec gives to `owned` (an
+ * Assignments: `owned.take(control)`), its resumes reported to `resumed`.
  */
 export function flowOverFake(
   options: Partial<ReactiveConsumerOptions>,
@@ -50,14 +53,13 @@ export function flowOverFake(
 ) {
   const { client, fake, settings, logger } = clientOverFake(options);
   (fake() as unknown as { connected: boolean }).connected = true;
-  const owned = new Map<string, PartitionControl>();
+  const owned = new Assignments();
   const flow = new FlowControl(client, settings, logger, {
-    controllable: (c) => owned.get(c.key) === c,
+    assignments: owned,
+    shutdown: new Shutdown(new Conditions(), () => undefined),
+    loggers: new PartitionLoggers(logger),
+    fetchers: { resumed },
     running: () => true,
-    owner: (key) => owned.get(key),
-    owned: () => owned.values(),
-    partitionLogger: () => logger,
-    resumed,
   });
   return { flow, fake, owned };
 }

@@ -39,21 +39,20 @@ export function rebalanceParts(
   const assignments = new Assignments();
   const failures: Error[] = [];
   const shutdown = new Shutdown(conditions, (err) => failures.push(err));
+  const loggers = new PartitionLoggers(logger);
   const committer = new Committer(client, settings, logger, undefined, {
+    conditions,
+    loggers,
     progressed: () => undefined,
-    changed: () => conditions.changed(),
-    until: (c, d) => conditions.until(c, d),
     hopeless: () => false,
     observer: () => NO_OBSERVER,
-    partitionLogger: () => logger,
   });
   const flow = new FlowControl(client, settings, logger, {
-    controllable: (c) => shutdown.stage !== 'disconnecting' && assignments.owns(c),
+    assignments,
+    shutdown,
+    loggers,
+    fetchers: { resumed: () => undefined },
     running: () => shutdown.stage === 'open',
-    owner: (key) => assignments.get(key),
-    owned: () => assignments.values(),
-    partitionLogger: () => logger,
-    resumed: () => undefined,
   });
   const calls = new AssignCalls(client, assignments, logger, {
     wake: () => hooks.onWake?.(),
@@ -92,7 +91,7 @@ export function rebalanceParts(
     lifecycle,
     events,
     started,
-    loggers: new PartitionLoggers(logger),
+    loggers,
     /** Moves the shutdown clock to `stage` (forward only, as the engine does). */
     setStage: (stage: Stage): void => {
       if (stage === 'closing' && shutdown.stage === 'open') shutdown.begin(Date.now(), 600_000);

@@ -3,6 +3,7 @@ import * as Kafka from 'node-rdkafka';
 import { Committer } from '../../lib/internal/commit/committer';
 import { Conditions } from '../../lib/internal/loop/wait-conditions';
 import { NO_OBSERVER } from '../../lib/internal/observe/engine-observer';
+import { PartitionLoggers } from '../../lib/internal/observe/partition-loggers';
 import { PartitionControl } from '../../lib/internal/partition/partition-control';
 import { tpKey } from '../../lib/internal/binding/rdkafka';
 import type { CommitPlan, FakeOptions } from '../fakes/fake-consumer';
@@ -21,12 +22,11 @@ function setup(fakeOptions: FakeOptions = {}, commitTimeoutMs = 200, lateCommitW
   const conditions = new Conditions();
   client.onAnswered = () => conditions.changed();
   const committer = new Committer(client, settings, logger, undefined, {
+    conditions,
+    loggers: new PartitionLoggers(logger),
     progressed: () => undefined,
-    changed: () => conditions.changed(),
-    until: (c, d) => conditions.until(c, d),
     hopeless: () => false,
     observer: () => NO_OBSERVER,
-    partitionLogger: () => logger,
   });
   let polling = true;
   const poll = async (): Promise<void> => {

@@ -240,7 +240,7 @@ describe('FetchWaker', () => {
       );
       for (const p of [0, 1]) {
         const c = new PartitionControl(T, p, 1, tpKey(T, p), () => undefined);
-        owned.set(c.key, c);
+        owned.take(c);
       }
       w.setFetching(() => flow.fetching());
       await w.learned();

@@ -15,7 +15,7 @@ function setup() {
   );
   const add = (partition: number): PartitionControl => {
     const c = new PartitionControl(T, partition, 1, tpKey(T, partition), () => undefined);
-    owned.set(c.key, c);
+    owned.take(c);
     return c;
   };
   const message = (c: PartitionControl, offset: number): KafkaMessage =>

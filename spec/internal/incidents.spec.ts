@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { AuthenticationError, FencedInstanceError, KafkaClientError } from '../../lib';
 import type { ConsumerEvent, ReactiveConsumerOptions } from '../../lib';
+import { Shutdown } from '../../lib/internal/loop/shutdown';
 import { Conditions } from '../../lib/internal/loop/wait-conditions';
 import { Incidents } from '../../lib/internal/loop/incident-handler';
 import { Code } from '../../lib/internal/binding/rdkafka';
@@ -54,10 +55,9 @@ function setup(
     staticInstanceId,
     stage: () => stage,
     lastProgressAt: () => progressAt,
-    until: (c, d) => conditions.until(c, d),
-    changed: () => conditions.changed(),
+    conditions,
     publish: (e) => published.push(e),
-    fail: (err) => failures.push(err),
+    shutdown: new Shutdown(conditions, (err) => failures.push(err)),
     failing: () => failures.length > 0,
   });
   // Counts answered metadata requests (how topic availability is checked).

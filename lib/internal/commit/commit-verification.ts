@@ -280,7 +280,7 @@ export async function verifyResults(
     client,
     settings,
     logger,
-    { until: (c, d) => host.until(c, d), changed: () => host.changed() },
+    host,
     finals,
     () => holdBy() - 100,
   );

@@ -14,22 +14,22 @@ import { commitFinal } from './final-commit';
 import type { FinalCommitParts } from './final-commit';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { EngineObserver } from '../observe/engine-observer';
+import type { PartitionLoggers } from '../observe/partition-loggers';
+import type { Conditions } from '../loop/wait-conditions';
 import type { PartitionControl } from '../partition/partition-control';
 import type { TopicPartitionOffset } from '../binding/rdkafka';
 import { list } from '../binding/rdkafka';
 
 /** What the committer needs from its owner (the engine). */
 export interface CommitterHost {
+  /** Waiting on state changes: a settled commit calls `changed()`, retries wait in `until()`. */
+  readonly conditions: Conditions;
+  readonly loggers: PartitionLoggers;
   /** A commit was confirmed: the consumer made progress. */
   progressed(): void;
-  /** State changed: re-check what waits on it. */
-  changed(): void;
-  /** Waits for a condition with a deadline. */
-  until(condition: () => boolean, deadline: number): Promise<boolean>;
   /** Commits cannot succeed before the deadline (refused credentials): try once, then give up. */
   hopeless(): boolean;
   observer(): EngineObserver;
-  partitionLogger(control: PartitionControl): Logger;
 }
 
 /**
@@ -140,8 +140,8 @@ export class Committer implements OffsetCommits {
       if (!this.client.canCommit(control.topic, control.partition, offset)) {
         // An earlier commit of this partition is unanswered (it timed out here): librdkafka may
         // still send it, and if it landed after this one the offset would move backwards.
-        this.host
-          .partitionLogger(control)
+        this.host.loggers
+          .of(control)
           .debug(
             { offset, unanswered: this.client.unanswered(control.topic, control.partition) },
             'periodic commit held back until an earlier commit of the partition is answered',
@@ -192,7 +192,7 @@ export class Committer implements OffsetCommits {
       })
       .finally(() => {
         this.commitInFlight = undefined;
-        this.host.changed();
+        this.host.conditions.changed();
       });
   }
 

@@ -162,8 +162,8 @@ class FinalCommit {
       const { control, offset } = entry;
       const earlier = client.unanswered(control.topic, control.partition);
       const reason = `an earlier commit of offset ${earlier.join(', ')} is still unanswered; committing ${offset} now could be overtaken by it`;
-      host
-        .partitionLogger(control)
+      host.loggers
+        .of(control)
         .warn(
           { offset, unanswered: earlier },
           'final commit not sent: an earlier commit of the partition is still unanswered by librdkafka; the next owner may process these messages again (duplicates)',
@@ -180,7 +180,7 @@ class FinalCommit {
       this.lateAnswer = applied ? 'applied' : 'refused';
       this.lateCode = applied ? undefined : code;
     }
-    this.parts.host.changed();
+    this.parts.host.conditions.changed();
     return true;
   };
 
@@ -308,7 +308,7 @@ class FinalCommit {
       if (retriable && !hopeless && Date.now() + 100 < sendBy()) {
         logger.warn({ err, attempt, offsets }, 'final commit failed; retrying');
         retrying = reason;
-        await host.until(
+        await host.conditions.until(
           () => Date.now() >= sendBy(),
           Math.min(Date.now() + Math.min(100 * attempt, 1000), sendBy()),
         );
@@ -346,8 +346,14 @@ class FinalCommit {
   /** Where a commit's outcome is unknown, the group's offsets read back (commit-verification.ts). */
   private async verify(): Promise<void> {
     const { client, settings, logger, host } = this.parts;
-    await verifyResults(client, settings, logger, host, this.controls, this.results, () =>
-      this.holdBy(),
+    await verifyResults(
+      client,
+      settings,
+      logger,
+      host.conditions,
+      this.controls,
+      this.results,
+      () => this.holdBy(),
     );
   }
 
@@ -378,6 +384,6 @@ class FinalCommit {
 
   /** Waits for `condition` until `by()`, which may move meanwhile (a close brings it forward). */
   private untilHeld(condition: () => boolean, by: () => number): Promise<boolean> {
-    return untilMoving((c, d) => this.parts.host.until(c, d), condition, by);
+    return untilMoving((c, d) => this.parts.host.conditions.until(c, d), condition, by);
   }
 }

@@ -111,12 +111,8 @@ export function buildBase(
           logger.child({ component: 'completed-offsets' }),
         ));
   const conditions = new Conditions();
-  const changed = (): void => conditions.changed();
-  const until = (condition: () => boolean, deadline: number): Promise<boolean> =>
-    conditions.until(condition, deadline);
   const shutdown = new Shutdown(conditions, (err) => engine.failWith(err));
   const loggers = new PartitionLoggers(logger);
-  const partitionLogger = (c: PartitionControl): Logger => loggers.of(c);
   const assignments = new Assignments();
   const client = new ConsumerClient(
     settings,
@@ -125,23 +121,22 @@ export function buildBase(
     factory,
     (err) => engine.consumeError(err),
   );
-  client.onAnswered = changed;
+  client.onAnswered = () => conditions.changed();
   const startPositions = new StartPositions(client, settings, logger, store);
   const groupCommits = new Committer(client, settings, logger, store, {
+    conditions,
+    loggers,
     progressed: () => engine.progressed(),
-    changed,
-    until,
     hopeless: () => engine.failure() instanceof AuthenticationError,
     observer: () => engine.observer(),
-    partitionLogger,
   });
   const flow: FlowControl = new FlowControl(client, settings, logger, {
-    controllable: (c) => shutdown.stage !== 'disconnecting' && assignments.owns(c),
+    assignments,
+    shutdown,
+    loggers,
+    // The fetch waker asks flow control what is fetched: it is built just below.
+    fetchers: { resumed: (tps) => fetchWaker.resumed(tps) },
     running: () => engine.stateKind() === 'running',
-    owner: (key) => assignments.get(key),
-    owned: () => assignments.values(),
-    partitionLogger,
-    resumed: (tps) => fetchWaker.resumed(tps),
   });
   const fetchWaker: FetchWaker = new FetchWaker({
     client,
@@ -161,10 +156,9 @@ export function buildBase(
       return kind === 'connecting' || kind === 'running' ? kind : 'other';
     },
     lastProgressAt: () => engine.lastProgressAt(),
-    until,
-    changed,
+    conditions,
     publish: (event) => engine.publish(event),
-    fail: (err) => shutdown.fail(err),
+    shutdown,
     failing: () => engine.failure() !== undefined,
   });
   return {

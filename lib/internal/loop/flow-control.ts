@@ -11,20 +11,21 @@ import type { TopicPartition } from '../../types';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { PartitionControl } from '../partition/partition-control';
 import { list, tpKey } from '../binding/rdkafka';
+import type { PartitionLoggers } from '../observe/partition-loggers';
+import type { Assignments } from '../rebalance/assignments';
+import type { Shutdown } from './shutdown';
 
-/** What flow control needs to know from the engine. */
+/** The consumer's parts flow control works with. */
 export interface FlowControlHost {
-  /** Whether librdkafka calls can be made for this stream now (it owns its partition, connected). */
-  controllable(control: PartitionControl): boolean;
+  /** Which stream owns each partition. */
+  readonly assignments: Assignments;
+  /** Librdkafka calls for a stream are made only while it owns its partition and not once disconnecting. */
+  readonly shutdown: Shutdown;
+  readonly loggers: PartitionLoggers;
+  /** Told when the library resumed partitions in librdkafka (fetch-waker.ts). */
+  readonly fetchers: { resumed(partitions: readonly TopicPartition[]): void };
   /** Whether the consumer runs (user pauses of owned partitions apply at once). */
   running(): boolean;
-  /** The stream that owns a partition now, if any. */
-  owner(key: string): PartitionControl | undefined;
-  /** Every stream owned now. */
-  owned(): Iterable<PartitionControl>;
-  partitionLogger(control: PartitionControl): Logger;
-  /** The library resumed these partitions in librdkafka (see fetch-waker.ts). */
-  resumed(partitions: readonly TopicPartition[]): void;
 }
 
 /** How long moving a position back may wait for librdkafka's answer before it is asked again. */
@@ -113,10 +114,10 @@ export class FlowControl {
     try {
       const tp = [{ topic: next.topic, partition: next.partition }];
       this.client.raw.resume(tp);
-      this.host.resumed(tp);
+      this.host.fetchers.resumed(tp);
     } catch (err) {
-      this.host
-        .partitionLogger(next)
+      this.host.loggers
+        .of(next)
         .warn(
           { err },
           'resume after seek failed: the partition stays paused until the next rebalance',
@@ -126,7 +127,7 @@ export class FlowControl {
 
   /** Pauses fetching of the given partitions (all owned ones, and future ones, without `tps`). */
   pause(tps?: readonly TopicPartition[]): void {
-    const targets = tps ?? [...this.host.owned()];
+    const targets = tps ?? this.host.assignments.controls();
     if (tps === undefined) {
       this.userPausedAll = true;
       this.resumedDespiteAll.clear();
@@ -136,7 +137,7 @@ export class FlowControl {
       this.userPaused.add(key);
       this.resumedDespiteAll.delete(key);
     }
-    const owned = targets.filter((tp) => this.host.owner(tpKey(tp.topic, tp.partition)));
+    const owned = targets.filter((tp) => this.host.assignments.get(tpKey(tp.topic, tp.partition)));
     if (owned.length === 0 || !this.host.running()) return;
     try {
       this.client.raw.pause(list(owned));
@@ -162,13 +163,13 @@ export class FlowControl {
       if (this.userPausedAll) this.resumedDespiteAll.add(k);
     }
     const ready = keys
-      .map((k) => this.host.owner(k))
+      .map((k) => this.host.assignments.get(k))
       .filter((c): c is PartitionControl => c !== undefined && !c.paused);
     if (ready.length === 0 || !this.host.running()) return;
     const partitions = list(ready);
     try {
       this.client.raw.resume(partitions);
-      this.host.resumed(partitions);
+      this.host.fetchers.resumed(partitions);
     } catch (err) {
       this.logger.warn({ err, partitions }, 'resume failed');
     }
@@ -200,8 +201,8 @@ export class FlowControl {
       if (rewind === undefined || offset < rewind.offset) {
         this.rewinds.set(control, { offset, sought: false });
         if (rewind === undefined) {
-          this.host
-            .partitionLogger(control)
+          this.host.loggers
+            .of(control)
             .debug(
               { offset },
               'held back a message of a partition paused by the application; fetching it again after resume()',
@@ -210,8 +211,8 @@ export class FlowControl {
         this.pauseAgain(control);
       } else if (rewind.sought) {
         // Fetched after the position was moved back, while paused: the pause did not hold.
-        this.host
-          .partitionLogger(control)
+        this.host.loggers
+          .of(control)
           .warn(
             { offset, heldFrom: rewind.offset },
             'a partition paused by the application is still fetched (librdkafka dropped the pause): pausing it again; its messages are held back',
@@ -243,7 +244,7 @@ export class FlowControl {
   /** Moves fetch positions back to the messages held back; only the consume loop calls it. */
   async applyRewinds(): Promise<void> {
     for (const [control, rewind] of [...this.rewinds]) {
-      if (!control.active || !this.host.controllable(control)) {
+      if (!control.active || !this.controllable(control)) {
         this.rewinds.delete(control);
         continue;
       }
@@ -257,8 +258,8 @@ export class FlowControl {
         );
         rewind.sought = true;
       } catch (err) {
-        this.host
-          .partitionLogger(control)
+        this.host.loggers
+          .of(control)
           .warn({ err, offset: rewind.offset }, 'moving the position back failed; retrying');
       }
     }
@@ -266,7 +267,7 @@ export class FlowControl {
 
   /** Owned partitions librdkafka fetches now: paused neither for backpressure nor by the application. */
   *fetching(): Iterable<PartitionControl> {
-    for (const c of this.host.owned()) {
+    for (const c of this.host.assignments.values()) {
       if (!c.paused && !this.userPaused.has(c.key)) yield c;
     }
   }
@@ -279,35 +280,40 @@ export class FlowControl {
     });
   }
 
+  /** Whether librdkafka calls can be made for this stream now (it owns its partition, connected). */
+  private controllable(control: PartitionControl): boolean {
+    return this.host.shutdown.stage !== 'disconnecting' && this.host.assignments.owns(control);
+  }
+
   private pauseAgain(control: PartitionControl): void {
-    if (!this.host.controllable(control)) return;
+    if (!this.controllable(control)) return;
     try {
       this.client.raw.pause([{ topic: control.topic, partition: control.partition }]);
     } catch (err) {
-      this.host.partitionLogger(control).warn({ err }, 'pause failed');
+      this.host.loggers.of(control).warn({ err }, 'pause failed');
     }
   }
 
   private setBackpressure(control: PartitionControl, paused: boolean): void {
-    if (control.state === 'released' || !this.host.controllable(control)) return;
+    if (control.state === 'released' || !this.controllable(control)) return;
     try {
       const tp = [{ topic: control.topic, partition: control.partition }];
       // A partition the application paused stays paused when backpressure lifts.
       if (paused) this.client.raw.pause(tp);
       else if (!this.userPaused.has(control.key)) {
         this.client.raw.resume(tp);
-        if (control.active) this.host.resumed(tp);
+        if (control.active) this.host.fetchers.resumed(tp);
       }
       control.markPaused(paused);
-      this.host
-        .partitionLogger(control)
+      this.host.loggers
+        .of(control)
         .debug(
           { buffered: control.ledger.window, bytes: control.bufferedBytes },
           paused ? 'paused partition (buffer full)' : 'resumed partition',
         );
     } catch (err) {
-      this.host
-        .partitionLogger(control)
+      this.host.loggers
+        .of(control)
         .warn(
           { err },
           paused

@@ -3,7 +3,7 @@
  * authentication refusals (fatal only once they last), fatal errors (named by the FATAL log line
  * that follows them), a contested static membership, missing or unreadable topics (one event per
  * topic), offset resets (what was skipped or will be re-read), and transient client errors.
- * It ends the consumer only through `host.fail` and reports through `host.publish`.
+ * It ends the consumer only through the shutdown (`fail`) and reports through `host.publish`.
  */
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../../config';
@@ -13,6 +13,8 @@ import type { ConsumerEvent } from '../../types';
 import type { OffsetReset } from '../binding/client-error-classifier';
 import type { ConsumerClient } from '../binding/consumer-client';
 import { Code } from '../binding/rdkafka';
+import type { Shutdown } from './shutdown';
+import type { Conditions } from './wait-conditions';
 
 /** What the incident handling needs around it. */
 export interface IncidentHost {
@@ -25,11 +27,11 @@ export interface IncidentHost {
   stage(): 'connecting' | 'running' | 'other';
   /** Last time the consumer made progress (messages fetched or a commit confirmed). */
   lastProgressAt(): number;
-  until(condition: () => boolean, deadline: number): Promise<boolean>;
-  changed(): void;
+  /** Waiting on state changes (a FATAL log line waited for). */
+  readonly conditions: Conditions;
   publish(event: ConsumerEvent): void;
   /** Ends the consumer with an error. */
-  fail(err: Error): void;
+  readonly shutdown: Shutdown;
   /** Whether the consumer is ending already. */
   failing(): boolean;
 }
@@ -66,7 +68,7 @@ export class Incidents {
   fatalCauseIs(code: number | undefined): void {
     if (this.fatalCause !== undefined || code === undefined) return;
     this.fatalCause = code;
-    this.host.changed();
+    this.host.conditions.changed();
   }
 
   /**
@@ -77,9 +79,9 @@ export class Incidents {
   fatal(err: KafkaClientError): void {
     if (this.host.failing() || this.fatalPending) return;
     this.fatalPending = true;
-    void this.host
+    void this.host.conditions
       .until(() => err.kafkaCode !== Code.FATAL || this.fatalCause !== undefined, Date.now() + 1000)
-      .then(() => this.host.fail(this.fatalError(err)));
+      .then(() => this.host.shutdown.fail(this.fatalError(err)));
   }
 
   /** A contested `group.instance.id` becomes a {@link FencedInstanceError}. */
@@ -143,7 +145,7 @@ export class Incidents {
       { err: failure, since: new Date(this.authErrorsSince).toISOString() },
       'authentication refused for longer than connectTimeoutMs: closing the consumer',
     );
-    this.host.fail(failure);
+    this.host.shutdown.fail(failure);
   }
 
   /**

@@ -2,13 +2,13 @@
  * The observability of one consumer: counters and histograms fed by the engine's hooks, the
  * rebalance events and instrumented handlers; librdkafka's statistics (lag); stalled-handler
  * detection; diagnostics_channel publishing; the `metrics()` snapshot, the `metrics$` stream and
- * `health()`. Reads engine state, never changes it.
+ * `health()`. Reads engine state, never changes it. The per-invocation instrumentation of handlers
+ * (timing, stalls, handler channels) is handler-instrumentation.ts; this file counts what it reports.
  */
-import { Observable, isObservable } from 'rxjs';
+import { Observable } from 'rxjs';
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../../config';
 import { channels, publish } from '../../diagnostics';
-import type { HandlerDiagnostics } from '../../diagnostics';
 import { evaluateHealth } from '../../health';
 import type { ConsumerHealth, HealthOptions } from '../../health';
 import type {
@@ -17,7 +17,7 @@ import type {
   StalledHandler,
   TransactionMetrics,
 } from '../../metrics';
-import type { HandlerResult, KafkaMessage, RebalanceEvent, TopicPartition } from '../../types';
+import type { HandlerResult, RebalanceEvent, TopicPartition } from '../../types';
 import type { ConsumerEngine } from '../loop/consumer-engine';
 import type { CommitKind, EngineObserver } from './engine-observer';
 import { Histogram, LATENCY_BUCKETS_SECONDS } from './histogram';
@@ -27,13 +27,12 @@ import type { TopicPartitionOffset } from '../binding/rdkafka';
 import { errorMessage, tpKey } from '../binding/rdkafka';
 import { RebalanceTally } from './rebalance-tally';
 import type { RebalancePhase } from './rebalance-tally';
-import { RunningHandler, StallDetector } from './stall-detector';
+import { HandlerInstrumentation } from './handler-instrumentation';
+import type { HandledMessage } from './handler-instrumentation';
+import type { StallDetector } from './stall-detector';
 import { timerDelay } from '../loop/timers';
 
-/** The least a message must carry for a handler to be instrumented. */
-export type HandledMessage = Pick<KafkaMessage, 'topic' | 'partition' | 'offset'> & {
-  readonly generation?: number;
-};
+export type { HandledMessage } from './handler-instrumentation';
 
 export type { RebalancePhase } from './rebalance-tally';
 
@@ -88,6 +87,9 @@ export class ConsumerObservability implements EngineObserver {
   private stats: ClientStats | undefined;
   private statsAt = 0;
   private readonly statsIntervalMs: number;
+  /** Times handler invocations, watches them for stalls; what they count lands here. */
+  private readonly handlers: HandlerInstrumentation;
+  /** The handlers' stall detector, read by the snapshots. */
   private readonly stalls: StallDetector;
   private readonly observers = new Set<(o: Observation) => void>();
   private readonly clientId: string | undefined;
@@ -100,10 +102,13 @@ export class ConsumerObservability implements EngineObserver {
     const config = settings.globalConfig as Record<string, unknown>;
     this.clientId = typeof config['client.id'] === 'string' ? config['client.id'] : undefined;
     this.statsIntervalMs = Number(config['statistics.interval.ms'] ?? 0) || 0;
-    this.stalls = new StallDetector(settings.stallThresholdMs, {
-      stalled: (h, elapsedMs) => this.onStalled(h, elapsedMs),
-      completed: (h, elapsedMs) => this.onStallCompleted(h, elapsedMs),
+    this.handlers = new HandlerInstrumentation(settings, this.clientId, logger, {
+      ended: (topic, partition, ms, ok) => this.handlerEnded(topic, partition, ms, ok),
+      stalled: (topic, partition) => {
+        this.partitionCounters(topic, partition).stalls += 1;
+      },
     });
+    this.stalls = this.handlers.stalls;
     engine.observer = this;
     engine.rebalances.subscribe({
       next: (e) => this.onRebalance(e),
@@ -201,160 +206,26 @@ export class ConsumerObservability implements EngineObserver {
 
   /**
    * Wraps a handler so each invocation is counted, timed, watched for stalls and published on the
-   * handler diagnostics channels. The wrapper returns what the handler returns (a Promise gains a
-   * `then`, an Observable is subscribed through).
-   *
-   * Per invocation: one {@link HandlerCall} (the stall detector's list node and the invocation's
-   * state, no closure for a plain result), one clock read at the start and one at the end, a
-   * histogram observation without allocation. Diagnostics payloads are built only while a handler
-   * channel has subscribers, observations only while a listener is registered.
+   * handler diagnostics channels (see {@link HandlerInstrumentation.instrument}).
    */
   instrument<M extends HandledMessage, R>(
     handler: (message: M) => HandlerResult<R>,
   ): (message: M) => HandlerResult<R> {
-    return (message: M): HandlerResult<R> => {
-      const call = new HandlerCall(message, this.stalls.clock());
-      this.stalls.track(call);
-      if (channels.handlerStart.hasSubscribers || channels.handlerEnd.hasSubscribers) {
-        call.diag = this.startDiagnostics(message);
-      }
-      let result: HandlerResult<R>;
-      try {
-        result = handler(message);
-      } catch (err) {
-        this.ended(call, 'failed', err);
-        throw err;
-      }
-      if (result === null || (typeof result !== 'object' && typeof result !== 'function')) {
-        this.ended(call, 'ok', undefined);
-        return result;
-      }
-      if (isObservable(result)) return this.observeThrough(call, result);
-      if (typeof (result as Promise<R>).then === 'function') {
-        return this.endWhenSettled(call, result as Promise<R>);
-      }
-      this.ended(call, 'ok', undefined);
-      return result;
-    };
+    return this.handlers.instrument(handler);
   }
 
-  /**
-   * Ends a call when its Promise settles. A method of its own: closures over `call` inside the
-   * wrapper above would make V8 allocate a context at every invocation, plain results included.
-   */
-  private endWhenSettled<R>(call: HandlerCall, promise: Promise<R>): Promise<R> {
-    // A bare thenable's then() may return nothing: adopt it into a Promise first.
-    const settled = promise instanceof Promise ? promise : Promise.resolve(promise);
-    return settled.then(
-      (v) => {
-        this.ended(call, 'ok', undefined);
-        return v;
-      },
-      (e: unknown) => {
-        this.ended(call, 'failed', e);
-        throw e;
-      },
-    );
-  }
-
-  private observeThrough<R>(call: HandlerCall, source: Observable<R>): Observable<R> {
-    return new Observable<R>((subscriber) => {
-      const sub = source.subscribe({
-        next: (v) => subscriber.next(v),
-        error: (e: unknown) => {
-          this.ended(call, 'failed', e);
-          subscriber.error(e);
-        },
-        complete: () => {
-          this.ended(call, 'ok', undefined);
-          subscriber.complete();
-        },
-      });
-      return () => {
-        sub.unsubscribe();
-        this.ended(call, 'cancelled', undefined);
-      };
-    });
-  }
-
-  /** The handler start payload (published now on its channel if it has subscribers). */
-  private startDiagnostics(message: HandledMessage): HandlerDiagnostics {
-    const diag: HandlerDiagnostics = {
-      group: this.settings.groupId,
-      clientId: this.clientId,
-      topic: message.topic,
-      partition: message.partition,
-      offset: message.offset,
-      generation: message.generation,
-      message: message as unknown as KafkaMessage,
-      startedAt: Date.now(),
-      outcome: undefined,
-      durationMs: undefined,
-      error: undefined,
-    };
-    if (channels.handlerStart.hasSubscribers) channels.handlerStart.publish(diag);
-    return diag;
-  }
-
-  /** One invocation ended (the first report counts; later ones, e.g. a teardown, are ignored). */
-  private ended(call: HandlerCall, outcome: 'ok' | 'failed' | 'cancelled', error: unknown): void {
-    if (call.ended) return;
-    call.ended = true;
-    const ms = this.stalls.clock() - call.startedAt;
-    this.stalls.end(call);
-    if (outcome !== 'cancelled') {
-      const ok = outcome === 'ok';
-      const c = this.partitionCounters(call.topic, call.partition);
-      if (ok) {
-        this.processed += 1;
-        c.processed += 1;
-      } else {
-        this.failed += 1;
-        c.failed += 1;
-      }
-      this.handlerDuration.observe(ms);
-      if (this.observers.size > 0)
-        this.emitObservation({ kind: 'handler', topic: call.topic, ms, ok });
+  /** An instrumented invocation ended, ok or failed: counted, timed, observed. */
+  private handlerEnded(topic: string, partition: number, ms: number, ok: boolean): void {
+    const c = this.partitionCounters(topic, partition);
+    if (ok) {
+      this.processed += 1;
+      c.processed += 1;
+    } else {
+      this.failed += 1;
+      c.failed += 1;
     }
-    const diag = call.diag;
-    if (diag !== undefined) {
-      diag.outcome = outcome;
-      diag.durationMs = ms;
-      diag.error = error;
-      if (channels.handlerEnd.hasSubscribers) channels.handlerEnd.publish(diag);
-    }
-  }
-
-  private onStalled(h: RunningHandler, elapsedMs: number): void {
-    this.partitionCounters(h.topic, h.partition).stalls += 1;
-    this.logger
-      .child({ topic: h.topic, partition: h.partition, generation: h.generation })
-      .warn(
-        { offset: h.offset, elapsedMs, stallThresholdMs: this.stalls.thresholdMs },
-        "handler stalled: running longer than stallThresholdMs; it holds back its partition's commits, and a revoke waits for it up to drainTimeoutMs before the next owner processes the message again (duplicates)",
-      );
-    this.publishStall('stalled', h, elapsedMs);
-  }
-
-  private onStallCompleted(h: RunningHandler, elapsedMs: number): void {
-    this.logger
-      .child({ topic: h.topic, partition: h.partition, generation: h.generation })
-      .info({ offset: h.offset, elapsedMs }, 'stalled handler completed');
-    this.publishStall('completed', h, elapsedMs);
-  }
-
-  private publishStall(phase: 'stalled' | 'completed', h: RunningHandler, elapsedMs: number): void {
-    publish(channels.handlerStall, () => ({
-      group: this.settings.groupId,
-      clientId: this.clientId,
-      phase,
-      topic: h.topic,
-      partition: h.partition,
-      offset: h.offset,
-      generation: h.generation,
-      elapsedMs,
-      thresholdMs: this.stalls.thresholdMs,
-    }));
+    this.handlerDuration.observe(ms);
+    if (this.observers.size > 0) this.emitObservation({ kind: 'handler', topic, ms, ok });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -502,19 +373,5 @@ export class ConsumerObservability implements EngineObserver {
       stalledHandlers: this.stalledHandlers(),
       stallThresholdMs: this.stalls.thresholdMs,
     });
-  }
-}
-
-/**
- * One handler invocation: the stall detector's record of it (start-ordered list node) and what its
- * end needs, in one object of fixed shape.
- */
-class HandlerCall extends RunningHandler {
-  ended = false;
-  /** The diagnostics payload, when a handler channel had subscribers at the start. */
-  diag: HandlerDiagnostics | undefined = undefined;
-
-  constructor(message: HandledMessage, startedAt: number) {
-    super(message.topic, message.partition, message.offset, message.generation, startedAt);
   }
 }

@@ -9,6 +9,7 @@ import type {
   Processed,
   ProcessedStatus,
 } from '../../types';
+import { ConfigError } from '../../errors';
 import type { PartitionControl } from '../partition/partition-control';
 
 /** How a processor hands work to the user and reports it: one message at a time, or batches. */
@@ -41,6 +42,13 @@ export interface ProcessingMode<R, K, V, O> {
       result: R | undefined,
     ): O;
   };
+}
+
+/** Checks the handler given to `process()` and its siblings (JavaScript callers can pass anything). */
+export function requireHandler(handler: unknown): void {
+  if (typeof handler !== 'function') {
+    throw new ConfigError('Expected `handler` to be a function', 'handler');
+  }
 }
 
 /** The single-message mode of `process()`. */

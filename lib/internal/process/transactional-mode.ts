@@ -1,0 +1,95 @@
+/**
+ * `processTransactional()`'s processing mode and the transactional unit behind it: its options
+ * resolved, the consumer's transactional producer (its transactional.id chosen and logged), the
+ * unit's host over the engine, and a mode whose settle hands each finished message's records to
+ * the unit instead of acking it (the unit acks once they are in the open transaction). The unit
+ * itself is transactions/.
+ */
+import type { Logger } from 'pino';
+import type { ConsumerSettings } from '../../config';
+import type { ConsumerEngine } from '../loop/consumer-engine';
+import type { ConsumerObservability } from '../observe/observability';
+import { TransactionalProducer } from '../transactions/transactional-producer';
+import type { TransactionalProducerFactory } from '../transactions/transactional-producer';
+import { Transactions } from '../transactions/transactions';
+import { recordsOf } from '../transactions/output-records';
+import { resolveTransactionalOptions } from '../../transactional-options';
+import type {
+  OutputRecord,
+  ResolvedTransactionalOptions,
+  TransactionalHandler,
+  TransactionalOptions,
+} from '../../transactional-options';
+import type { DecodedMessage, Processed } from '../../types';
+import { singleMode } from './processing-mode';
+import type { ProcessingMode } from './processing-mode';
+
+/** What the transactional mode uses of its consumer. */
+export interface TransactionalModeHost {
+  readonly settings: ConsumerSettings;
+  readonly logger: Logger;
+  readonly engine: ConsumerEngine;
+  readonly observability: ConsumerObservability;
+  /** Test seam: builds the transactional producer. */
+  readonly producerFactory: TransactionalProducerFactory | undefined;
+}
+
+/**
+ * The options of one `processTransactional()` call resolved, its transactional unit and its
+ * processing mode. Nothing starts here: the unit is installed and started by the subscription
+ * that runs the pipeline.
+ */
+export function transactionalMode<K, V>(
+  handler: TransactionalHandler<K, V>,
+  options: TransactionalOptions<K, V>,
+  host: TransactionalModeHost,
+): {
+  readonly resolved: ResolvedTransactionalOptions;
+  readonly unit: Transactions;
+  readonly mode: ProcessingMode<readonly OutputRecord[], K, V, Processed<readonly OutputRecord[]>>;
+} {
+  const resolved = resolveTransactionalOptions(
+    options as TransactionalOptions<unknown, unknown>,
+    host.settings,
+  );
+  const logger = host.logger.child({
+    component: 'transactions',
+    transactionalId: resolved.transactionalId,
+  });
+  logger.info(
+    { identity: resolved.identity, transactionTimeoutMs: resolved.transactionTimeoutMs },
+    resolved.identity === 'random'
+      ? 'transactional producer: a random transactional.id (no instanceId, group.instance.id or StatefulSet pod name), so a crash leaves its open transaction blocking read_committed readers of the outputs until transaction.timeout.ms'
+      : 'transactional producer: transactional.id and transaction.timeout.ms chosen',
+  );
+  const producer = new TransactionalProducer(
+    resolved.transactionalId,
+    resolved.producerConfig,
+    (err) =>
+      err.fatal
+        ? logger.error({ err }, 'transactional producer: fatal error')
+        : logger.warn({ err }, 'transactional producer error'),
+    host.producerFactory,
+  );
+  const unit = new Transactions(producer, resolved, host.settings, logger, {
+    owned: () => host.engine.controls(),
+    owns: (c) => host.engine.owns(c),
+    consumer: () => (host.engine.clientUsable ? host.engine.client.raw : undefined),
+    seek: (tp, offset) => host.engine.seek(tp, { offset }),
+    fail: (err) => host.engine.failWith(err),
+    changed: () => host.engine.changed(),
+    observer: () => host.engine.observer,
+    publish: (event) => host.engine.publish(event),
+  });
+  const instrumented = host.observability.instrument((m: DecodedMessage<K, V>) =>
+    recordsOf(handler(m)),
+  );
+  const single = singleMode<readonly OutputRecord[], K, V>(instrumented);
+  const mode: ProcessingMode<readonly OutputRecord[], K, V, Processed<readonly OutputRecord[]>> = {
+    ...single,
+    settle: (partition, messages, result) => {
+      for (const m of messages) unit.settle(partition, m, result ?? []);
+    },
+  };
+  return { resolved, unit, mode };
+}
