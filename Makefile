@@ -52,6 +52,7 @@ lint: $(NPM_STAMP) ## ESLint, Prettier and the TypeScript type check
 	node_modules/.bin/eslint .
 	node_modules/.bin/prettier --check .
 	node_modules/.bin/tsc -p tsconfig.json
+	node scripts/check-file-sizes.mjs
 
 .PHONY: test-unit
 test-unit: $(NPM_STAMP) ## Unit tests (no broker)
