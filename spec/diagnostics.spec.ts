@@ -61,19 +61,25 @@ describe('diagnostics channels', () => {
   it('publishes every rebalance phase and every commit with its outcome and duration', async () => {
     const r = record();
     stop = r.stop;
-    const h = harness({ config: { 'client.id': 'c1' } });
+    // The channels are process-wide: consumers of earlier tests that are still closing publish
+    // on them too, so only this consumer's messages (its client.id) count here.
+    const clientId = 'diagnostics-phases';
+    const h = harness({ config: { 'client.id': clientId } });
     subs.push(h.consumer.process(() => undefined).subscribe());
     await until(() => h.fake().isConnected(), 'connect');
     h.fake().produce(T, 0, 5);
     h.fake().rebalanceAssign([tp(0)]);
     await until(() => h.fake().commits.get(`${T}[0]`) === 5, 'periodic commit');
     await h.consumer.close();
+    const ours = r.got.rebalance.filter((p) => p.clientId === clientId);
     assert.deepEqual(
-      r.got.rebalance.map((p) => p.event.type),
+      ours.map((p) => p.event.type),
       ['assigned', 'revoking', 'drained', 'committed', 'revoked'],
     );
-    assert.ok(r.got.rebalance.every((p) => p.group === 'g' && p.clientId === 'c1'));
-    const periodic = r.got.commit.find((c) => c.kind === 'periodic' && c.ok);
+    assert.ok(ours.every((p) => p.group === 'g'));
+    const periodic = r.got.commit.find(
+      (c) => c.clientId === clientId && c.kind === 'periodic' && c.ok,
+    );
     assert.ok(periodic);
     assert.deepEqual(periodic.offsets, [{ topic: T, partition: 0, offset: 5 }]);
     assert.equal(typeof periodic.durationMs, 'number');
