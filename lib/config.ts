@@ -9,15 +9,20 @@ import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
 import type { AssignedPartition, StartPosition } from './types';
 import type { OAuthBearerTokenProvider } from './internal/binding/oauth-bearer';
 
+// An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
+// check insists): a name missing there is refused as unknown.
 /**
  * Options of a {@link ReactiveConsumer}. Only `config` (with `bootstrap.servers` and `group.id`)
- * and `topics` are required; every tuning option has a documented default.
+ * and `topics` are required; every tuning option has a documented default. Any other option name
+ * is a `ConfigError` naming the closest known one.
  */
 export interface ReactiveConsumerOptions {
   /**
    * librdkafka global configuration. Must contain `bootstrap.servers` and `group.id`.
    * `enable.auto.commit` and `enable.auto.offset.store` may only be `false`; `rebalance_cb` and
-   * `offset_commit_cb` must be absent: the library owns them.
+   * `offset_commit_cb` must be absent: the library owns them. `sasl.mechanisms`, when set, must be
+   * one librdkafka supports, in capitals (`GSSAPI`, `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`,
+   * `OAUTHBEARER`). librdkafka checks the names of its settings itself.
    */
   config: ConsumerGlobalConfig;
   /** librdkafka topic configuration, e.g. `{ 'auto.offset.reset': 'earliest' }`. */

@@ -1,4 +1,5 @@
 import { ConfigError } from './errors';
+import { showValue } from './internal/settings/show-value';
 import type { Deserializer, DeserializerSpec } from './types';
 
 /**
@@ -51,7 +52,7 @@ export function resolveDeserializer<T>(
   if (spec === 'json') return deserializers.json() as Deserializer<T>;
   if (typeof spec === 'function') return spec;
   throw new ConfigError(
-    `Expected \`${option}\` to be 'buffer', 'string', 'json' or a function (data, message) => value, got ${JSON.stringify(spec)}`,
+    `Expected \`${option}\` to be 'buffer', 'string', 'json' or a function (data, message) => value, got ${showValue(spec)}`,
     option,
   );
 }

@@ -1,5 +1,13 @@
-import { connectionSettings } from './internal/settings/librdkafka-settings';
+import { checkSaslMechanism, connectionSettings } from './internal/settings/librdkafka-settings';
+import {
+  DEAD_LETTER_SCOPE,
+  PROCESS_SCOPE,
+  RETRY_SCOPE,
+  checkedOptions,
+  readOwn,
+} from './internal/settings/option-names';
 import { redactWhenShown } from './internal/settings/secrets';
+import { showValue } from './internal/settings/show-value';
 import type { ConsumerSettings } from './config';
 import { resolveDeserializer } from './deserializers';
 import { ConfigError } from './errors';
@@ -49,13 +57,7 @@ const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
 const OWNED_PRODUCER_SETTINGS = ['dr_cb', 'dr_msg_cb'] as const;
 
 function fail(key: string, expected: string, got: unknown): never {
-  let shown: string;
-  try {
-    shown = typeof got === 'function' ? 'a function' : (JSON.stringify(got) ?? String(got));
-  } catch {
-    shown = String(got);
-  }
-  throw new ConfigError(`Expected \`${key}\` to be ${expected}, got ${shown}`, key);
+  throw new ConfigError(`Expected \`${key}\` to be ${expected}, got ${showValue(got)}`, key);
 }
 
 function integer(value: unknown, key: string, min: number, allowInfinity = false): number {
@@ -66,22 +68,19 @@ function integer(value: unknown, key: string, min: number, allowInfinity = false
   return value;
 }
 
-function resolveRetry(retry: ProcessOptions['retry']): ResolvedRetry {
+function resolveRetry(input: ProcessOptions['retry']): ResolvedRetry {
   const d = PROCESS_DEFAULTS.retry;
-  if (retry === undefined) return { ...d };
-  if (retry === false) return { ...d, count: 0 };
-  if (typeof retry === 'number') return { ...d, count: integer(retry, 'retry', 0) };
-  if (typeof retry !== 'object' || retry === null) {
+  if (input === undefined) return { ...d };
+  if (input === false) return { ...d, count: 0 };
+  if (typeof input === 'number') return { ...d, count: integer(input, 'retry', 0) };
+  if (typeof input !== 'object' || input === null) {
     fail(
       'retry',
       'a retry count, false, or { count, initialDelayMs, maxDelayMs, factor, jitter }',
-      retry,
+      input,
     );
   }
-  const known = new Set(Object.keys(d));
-  for (const k of Object.keys(retry)) {
-    if (!known.has(k)) fail(`retry.${k}`, `one of ${[...known].join(', ')}`, k);
-  }
+  const retry = checkedOptions(input, RETRY_SCOPE) as RetryOptions;
   const count = integer(retry.count ?? d.count, 'retry.count', 0);
   const initialDelayMs = integer(
     retry.initialDelayMs ?? d.initialDelayMs,
@@ -116,12 +115,13 @@ function subscribedTo(topic: string, topics: readonly string[]): boolean {
 }
 
 function resolveDeadLetter(
-  deadLetter: DeadLetterOptions,
+  input: DeadLetterOptions,
   settings: ConsumerSettings,
 ): DeadLetterOptions & { readonly producerConfig: Record<string, unknown> } {
-  if (typeof deadLetter !== 'object' || deadLetter === null) {
-    fail('deadLetter', 'an object { topic, producerConfig? }', deadLetter);
+  if (typeof input !== 'object' || input === null) {
+    fail('deadLetter', 'an object { topic, producerConfig? }', input);
   }
+  const deadLetter = checkedOptions(input, DEAD_LETTER_SCOPE) as Partial<DeadLetterOptions>;
   const { topic } = deadLetter;
   if (typeof topic !== 'string' || !TOPIC_NAME.test(topic)) {
     fail('deadLetter.topic', 'a valid topic name ([a-zA-Z0-9._-], 1–249 characters)', topic);
@@ -132,10 +132,12 @@ function resolveDeadLetter(
       'deadLetter.topic',
     );
   }
-  const user = deadLetter.producerConfig ?? {};
-  if (typeof user !== 'object' || user === null) {
-    fail('deadLetter.producerConfig', 'an object of librdkafka producer settings', user);
+  const userInput = deadLetter.producerConfig ?? {};
+  if (typeof userInput !== 'object' || userInput === null) {
+    fail('deadLetter.producerConfig', 'an object of librdkafka producer settings', userInput);
   }
+  const user = readOwn(userInput, 'deadLetter.producerConfig');
+  checkSaslMechanism(user, 'deadLetter.producerConfig.');
   for (const key of OWNED_PRODUCER_SETTINGS) {
     if (user[key] !== undefined) {
       throw new ConfigError(
@@ -172,12 +174,16 @@ function resolveDeadLetter(
   return { topic, producerConfig: redactWhenShown(producerConfig) };
 }
 
-/** Validates `process()` options against the consumer's settings; throws {@link ConfigError}. */
+/**
+ * Validates `process()` options against the consumer's settings; throws {@link ConfigError}, for
+ * an unknown option name too (naming the closest known one).
+ */
 export function resolveProcessOptions(
-  options: ProcessOptions<unknown, unknown>,
+  input: ProcessOptions<unknown, unknown>,
   settings: ConsumerSettings,
 ): ResolvedProcessOptions {
-  if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+  if (typeof input !== 'object' || input === null) fail('options', 'an object', input);
+  const options = checkedOptions(input, PROCESS_SCOPE) as ProcessOptions<unknown, unknown>;
   const concurrency = integer(
     options.concurrency ?? PROCESS_DEFAULTS.concurrency,
     'concurrency',

@@ -5,8 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Observable } from 'rxjs';
-import { connectionSettings } from './internal/settings/librdkafka-settings';
+import { checkSaslMechanism, connectionSettings } from './internal/settings/librdkafka-settings';
+import { TRANSACTIONAL_SCOPE, checkedOptions, readOwn } from './internal/settings/option-names';
 import { redactWhenShown } from './internal/settings/secrets';
+import { showValue } from './internal/settings/show-value';
 import type { ConsumerSettings } from './config';
 import { ConfigError } from './errors';
 import { resolveProcessOptions } from './process-options';
@@ -37,9 +39,12 @@ export type TransactionalHandler<K = Buffer | null, V = Buffer | null> = (
   | Promise<readonly OutputRecord[]>
   | Observable<OutputRecord | readonly OutputRecord[]>;
 
+// An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
+// check insists): a name missing there is refused as unknown.
 /**
  * `processTransactional()`'s options: `process()`'s, without the dead-letter policy, plus the
- * transactional producer and the size of a transaction.
+ * transactional producer and the size of a transaction. Any other option name is a `ConfigError`
+ * naming the closest known one.
  */
 export interface TransactionalOptions<K = Buffer | null, V = Buffer | null> extends Omit<
   ProcessOptions<K, V>,
@@ -154,10 +159,7 @@ const REQUIRED: Record<string, readonly unknown[]> = {
 
 function positiveInteger(value: unknown, key: string): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new ConfigError(
-      `Expected \`${key}\` to be an integer ≥ 1, got ${JSON.stringify(value) ?? String(value)}`,
-      key,
-    );
+    throw new ConfigError(`Expected \`${key}\` to be an integer ≥ 1, got ${showValue(value)}`, key);
   }
   return value;
 }
@@ -205,7 +207,7 @@ function transactionTimeout(raw: unknown, maxMs: number, settings: ConsumerSetti
         : NaN;
   if (!Number.isInteger(value) || value > MAX_TRANSACTION_TIMEOUT_MS) {
     throw new ConfigError(
-      `Expected \`${key}\` to be an integer number of ms (a number or a string of digits, at most ${MAX_TRANSACTION_TIMEOUT_MS}), got ${JSON.stringify(raw) ?? String(raw)}`,
+      `Expected \`${key}\` to be an integer number of ms (a number or a string of digits, at most ${MAX_TRANSACTION_TIMEOUT_MS}), got ${showValue(raw)}`,
       key,
     );
   }
@@ -224,32 +226,35 @@ function transactionTimeout(raw: unknown, maxMs: number, settings: ConsumerSetti
  * StatefulSet pod name is looked for (`KUBERNETES_SERVICE_HOST`, `HOSTNAME`).
  */
 export function resolveTransactionalOptions(
-  options: TransactionalOptions<unknown, unknown>,
+  input: TransactionalOptions<unknown, unknown>,
   settings: ConsumerSettings,
   env: NodeJS.ProcessEnv = process.env,
 ): ResolvedTransactionalOptions {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError('Expected the options to be an object', 'options');
+  if (typeof input !== 'object' || input === null) {
+    throw new ConfigError(
+      `Expected the options to be an object, got ${showValue(input)}`,
+      'options',
+    );
+  }
+  if (Object.hasOwn(input, 'deadLetter')) {
+    throw new ConfigError(
+      '`deadLetter` cannot be used with processTransactional(): the dead-letter write would not be part of the transaction',
+      'deadLetter',
+    );
   }
   const {
-    producerConfig: user = {},
+    producerConfig: userInput = {},
     transactionalId,
     transactionalIdPrefix,
     instanceId,
     maxMessages = TRANSACTIONAL_DEFAULTS.maxMessages,
     maxMs = TRANSACTIONAL_DEFAULTS.maxMs,
     ...rest
-  } = options;
-  if ((rest as { deadLetter?: unknown }).deadLetter !== undefined) {
-    throw new ConfigError(
-      '`deadLetter` cannot be used with processTransactional(): the dead-letter write would not be part of the transaction',
-      'deadLetter',
-    );
-  }
+  } = checkedOptions(input, TRANSACTIONAL_SCOPE) as TransactionalOptions<unknown, unknown>;
   const onFailure = (rest as { onFailure?: unknown }).onFailure;
   if (onFailure !== undefined && onFailure !== 'stop' && onFailure !== 'skip') {
     throw new ConfigError(
-      `Expected \`onFailure\` to be 'stop' or 'skip' with processTransactional() (a dead-letter write would not be part of the transaction), got ${JSON.stringify(onFailure)}`,
+      `Expected \`onFailure\` to be 'stop' or 'skip' with processTransactional() (a dead-letter write would not be part of the transaction), got ${showValue(onFailure)}`,
       'onFailure',
     );
   }
@@ -262,21 +267,23 @@ export function resolveTransactionalOptions(
   const isolation = (settings.globalConfig as Record<string, unknown>)['isolation.level'];
   if (isolation !== undefined && isolation !== 'read_committed') {
     throw new ConfigError(
-      `Expected \`isolation.level\` to be 'read_committed' with processTransactional(), got ${JSON.stringify(isolation)}: the input may be another transactional pipeline's output, and aborted records must not be processed`,
+      `Expected \`isolation.level\` to be 'read_committed' with processTransactional(), got ${showValue(isolation)}: the input may be another transactional pipeline's output, and aborted records must not be processed`,
       'isolation.level',
     );
   }
-  if (typeof user !== 'object' || user === null) {
+  if (typeof userInput !== 'object' || userInput === null) {
     throw new ConfigError(
-      'Expected `producerConfig` to be an object of librdkafka settings',
+      `Expected \`producerConfig\` to be an object of librdkafka settings, got ${showValue(userInput)}`,
       'producerConfig',
     );
   }
+  const user = readOwn(userInput, 'producerConfig');
+  checkSaslMechanism(user, 'producerConfig.');
   for (const [key, allowed] of Object.entries(REQUIRED)) {
     const value = user[key];
     if (value !== undefined && !allowed.includes(value)) {
       throw new ConfigError(
-        `Expected \`producerConfig.${key}\` to be ${JSON.stringify(allowed[0])} with processTransactional() (exactly once needs an idempotent producer whose writes all replicas acknowledged), got ${JSON.stringify(value)}`,
+        `Expected \`producerConfig.${key}\` to be ${JSON.stringify(allowed[0])} with processTransactional() (exactly once needs an idempotent producer whose writes all replicas acknowledged), got ${showValue(value)}`,
         `producerConfig.${key}`,
       );
     }
@@ -303,14 +310,14 @@ export function resolveTransactionalOptions(
   const explicit = transactionalId ?? configuredId;
   if (explicit !== undefined && (typeof explicit !== 'string' || explicit === '')) {
     throw new ConfigError(
-      `Expected \`transactionalId\` to be a non-empty string, got ${JSON.stringify(explicit)}`,
+      `Expected \`transactionalId\` to be a non-empty string, got ${showValue(explicit)}`,
       'transactionalId',
     );
   }
   for (const [key, v] of Object.entries({ transactionalIdPrefix, instanceId })) {
     if (v !== undefined && (typeof v !== 'string' || v === '')) {
       throw new ConfigError(
-        `Expected \`${key}\` to be a non-empty string, got ${JSON.stringify(v)}`,
+        `Expected \`${key}\` to be a non-empty string, got ${showValue(v)}`,
         key,
       );
     }

@@ -103,7 +103,12 @@ export type Deserializer<T> = (data: Buffer | null, message: KafkaMessage) => T 
  */
 export type DeserializerSpec<T> = Deserializer<T> | 'buffer' | 'string' | 'json';
 
-/** Retries of a failing handler: exponential backoff with jitter, `delay × factor^n` capped at `maxDelayMs`. */
+// An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
+// check insists): a name missing there is refused as unknown.
+/**
+ * Retries of a failing handler: exponential backoff with jitter, `delay × factor^n` capped at
+ * `maxDelayMs`. Any other name is a `ConfigError`.
+ */
 export interface RetryOptions {
   /** Retries after the first attempt (0 disables retrying). @default 3 */
   count?: number;
@@ -126,7 +131,12 @@ export interface RetryOptions {
  */
 export type FailurePolicy = 'stop' | 'skip' | 'dead-letter';
 
-/** Where and how failed messages are written under `onFailure: 'dead-letter'`. */
+// An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
+// check insists): a name missing there is refused as unknown.
+/**
+ * Where and how failed messages are written under `onFailure: 'dead-letter'`. Any other name is a
+ * `ConfigError`.
+ */
 export interface DeadLetterOptions {
   /** The dead-letter topic. Must exist (or be auto-created by the cluster) and differ from the input topics. */
   topic: string;
@@ -142,7 +152,9 @@ export interface DeadLetterOptions {
 /** Order of processing within a partition; see {@link ProcessOptions.ordering}. */
 export type Ordering = 'partition' | 'key' | 'none';
 
-/** Options of `process()`. */
+// An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
+// check insists): a name missing there is refused as unknown.
+/** Options of `process()`. Any other option name is a `ConfigError` naming the closest known one. */
 export interface ProcessOptions<K = Buffer | null, V = Buffer | null> {
   /** Most handlers in flight across all partitions; a fair pool. @default 64 */
   concurrency?: number;
@@ -257,7 +269,12 @@ export type BatchHandler<R = unknown, K = Buffer | null, V = Buffer | null> = (
   batch: MessageBatch<K, V>,
 ) => HandlerResult<R>;
 
-/** Options of `processBatch()`: those of `process()` plus the batch bounds. */
+// An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
+// check insists): a name missing there is refused as unknown.
+/**
+ * Options of `processBatch()`: those of `process()` plus the batch bounds. Any other option name is
+ * a `ConfigError` naming the closest known one.
+ */
 export interface BatchProcessOptions<K = Buffer | null, V = Buffer | null> extends ProcessOptions<
   K,
   V

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pino from 'pino';
-import { ConfigError } from '../lib';
+import { ConfigError, ReactiveConsumer } from '../lib';
 import { DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib/internal/settings/resolve-settings';
 import type { ReactiveConsumerOptions } from '../lib';
 import { ConsumerClient } from '../lib/internal/binding/consumer-client';
@@ -234,6 +236,266 @@ describe('resolveSettings', () => {
         /node-rdkafka does not call it/,
       );
     });
+  });
+});
+
+/** Values of unexpected types: none of them may make the error's formatting throw. */
+const cyclic = (): Record<string, unknown> => {
+  const o: Record<string, unknown> = { a: 1 };
+  o.self = o;
+  return o;
+};
+const oddValues = (): [string, unknown][] => [
+  ['a BigInt', 10n],
+  ['a Symbol', Symbol('x')],
+  ['a cyclic object', cyclic()],
+  [
+    'an object whose toJSON throws',
+    {
+      toJSON() {
+        throw new Error('toJSON');
+      },
+    },
+  ],
+  [
+    'an object whose getter throws',
+    {
+      get a() {
+        throw new Error('getter');
+      },
+    },
+  ],
+  [
+    'an object whose toString throws',
+    {
+      toString() {
+        throw new Error('toString');
+      },
+    },
+  ],
+  ['an object without a prototype', Object.assign(Object.create(null) as object, { a: 1 })],
+  ['an array holding a BigInt', [1n]],
+];
+
+/** Every option of the consumer, each with a value it accepts. */
+const everyOption: Required<ReactiveConsumerOptions> = {
+  config: { 'bootstrap.servers': '127.0.0.1:9092', 'group.id': 'g' },
+  topicConfig: { 'auto.offset.reset': 'earliest' },
+  topics: ['t'],
+  logger: pino({ level: 'silent' }),
+  stallThresholdMs: 1000,
+  metricsIntervalMs: 1000,
+  drainTimeoutMs: 10_000,
+  commitIntervalMs: 500,
+  commitTimeoutMs: 2000,
+  lateCommitWindowMs: 1000,
+  closeTimeoutMs: 5000,
+  signal: new AbortController().signal,
+  tracing: { around: (_trace, run) => run() },
+  connectTimeoutMs: 1000,
+  consumeBatchSize: 10,
+  consumeTimeoutMs: 10,
+  maxBufferedMessages: 10,
+  maxBufferedBytes: 1024,
+  resumeThreshold: 0.25,
+  onAssign: () => 'committed',
+  rememberCompleted: { topic: 'memories', maxRuns: 8 } satisfies Required<
+    Exclude<ReactiveConsumerOptions['rememberCompleted'], boolean | undefined>
+  >,
+  oauthBearerToken: () => ({ value: 'x', lifetimeMs: Date.now() + 60_000 }),
+};
+
+describe('option names', () => {
+  it('accepts every option of ReactiveConsumerOptions', () => {
+    // oauthBearerToken and rememberCompleted cannot go together (yet): one at a time.
+    const s = resolveSettings({ ...everyOption, oauthBearerToken: undefined });
+    assert.equal(s.commitIntervalMs, 500);
+    assert.deepEqual(s.rememberCompleted, { topic: 'memories', maxRuns: 8 });
+    const oauth = resolveSettings({
+      ...everyOption,
+      rememberCompleted: undefined,
+      config: {
+        ...everyOption.config,
+        'security.protocol': 'sasl_ssl',
+        'sasl.mechanisms': 'OAUTHBEARER',
+      },
+    });
+    assert.equal(oauth.oauthBearerToken, everyOption.oauthBearerToken);
+  });
+
+  it("accepts every option the README's options table documents", () => {
+    const readme = readFileSync(join(__dirname, '../README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## Options'));
+    const table = section.slice(0, section.indexOf('\n\n', section.indexOf('\n|')));
+    const documented = [...table.matchAll(/^\| `(\w+)`/gm)].map((m) => m[1]);
+    assert.ok(documented.length > 15, `found ${documented.length} options in the README`);
+    for (const name of documented) assert.ok(name! in everyOption, `${name} is documented`);
+  });
+
+  it('refuses a misspelt option, naming the closest known one', () => {
+    rejects(
+      base({}, { comitIntervalMs: 500 } as never),
+      'comitIntervalMs',
+      /Unknown option `comitIntervalMs`.*did you mean `commitIntervalMs`\?/,
+    );
+    rejects(base({}, { drainTimeout: 5000 } as never), 'drainTimeout', /`drainTimeoutMs`/);
+    rejects({ config: base().config, topic: 't' } as never, 'topic', /did you mean `topics`\?/);
+    rejects({ ...base(), confg: {} } as never, 'confg', /did you mean `config`\?/);
+  });
+
+  it('compares names without regard to case', () => {
+    rejects(
+      base({}, { CommitIntervalMS: 500 } as never),
+      'CommitIntervalMS',
+      /did you mean `commitIntervalMs`\?/,
+    );
+    rejects(base({}, { topicconfig: {} } as never), 'topicconfig', /did you mean `topicConfig`\?/);
+  });
+
+  it('names no option when none is close, and lists the known ones', () => {
+    assert.throws(
+      () => resolveSettings(base({}, { frobnicate: true } as never)),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.key === 'frobnicate' &&
+        !/did you mean/.test(err.message) &&
+        /commitIntervalMs/.test(err.message) &&
+        /rememberCompleted/.test(err.message),
+    );
+  });
+
+  it('says where an option of process() or a librdkafka setting given to the constructor belongs', () => {
+    rejects(base({}, { concurrency: 4 } as never), 'concurrency', /process\(\)/);
+    rejects(base({}, { maxWaitMs: 4 } as never), 'maxWaitMs', /processBatch\(\)/);
+    rejects(base({}, { maxMessages: 4 } as never), 'maxMessages', /processTransactional\(\)/);
+    rejects(base({}, { 'group.instance.id': 'a' } as never), 'group.instance.id', /`config`/);
+  });
+
+  it('refuses an unknown setting of rememberCompleted, by its dotted path', () => {
+    rejects(
+      base({}, { rememberCompleted: { topik: 'memories' } as never }),
+      'rememberCompleted.topik',
+      /did you mean `topic`\?/,
+    );
+    rejects(
+      base({}, { rememberCompleted: { maxRun: 3 } as never }),
+      'rememberCompleted.maxRun',
+      /did you mean `maxRuns`\?/,
+    );
+  });
+
+  it("leaves librdkafka's own keys in config and topicConfig to librdkafka", () => {
+    const s = resolveSettings(
+      base({ 'no.such.key': 1 }, { topicConfig: { 'no.such': 1 } as never }),
+    );
+    assert.equal((s.globalConfig as Record<string, unknown>)['no.such.key'], 1);
+  });
+
+  it('refuses a misspelt option at construction', () => {
+    assert.throws(
+      () => new ReactiveConsumer(base({}, { comitIntervalMs: 5 } as never)),
+      (err: unknown) => err instanceof ConfigError && err.key === 'comitIntervalMs',
+    );
+  });
+});
+
+describe('option values of unexpected types', () => {
+  it('refuses a BigInt where a number is expected, showing it as 10n', () => {
+    rejects(base({}, { commitIntervalMs: 10n as never }), 'commitIntervalMs', /got 10n$/);
+    rejects(base({}, { resumeThreshold: 1n as never }), 'resumeThreshold', /got 1n$/);
+    rejects(base({ 'max.poll.interval.ms': 10n }), 'max.poll.interval.ms', /got 10n$/);
+    rejects(
+      base({}, { rememberCompleted: { maxRuns: 10n } as never }),
+      'rememberCompleted.maxRuns',
+      /got 10n$/,
+    );
+  });
+
+  it('shows a Symbol, a cyclic object and an object that cannot be serialised safely', () => {
+    rejects(
+      base({}, { commitIntervalMs: Symbol('x') as never }),
+      'commitIntervalMs',
+      /got Symbol\(x\)$/,
+    );
+    rejects(
+      base({}, { resumeThreshold: cyclic() as never }),
+      'resumeThreshold',
+      /got \[object with a cycle\]$/,
+    );
+    rejects(base({ log_level: Symbol('x') }), 'log_level', /Symbol\(x\)/);
+    rejects(base({ log_level: 1n }), 'log_level', /1n/);
+    rejects(base({}, { topics: [1n] as never }), 'topics', /\[1n\]/);
+  });
+
+  for (const [what, value] of oddValues()) {
+    it(`answers ${what} in any option, or a setting the library reads, with a ConfigError or accepts it`, () => {
+      const attempts: ReactiveConsumerOptions[] = [
+        ...Object.keys(everyOption).map((key) => base({}, { [key]: value })),
+        ...[
+          'bootstrap.servers',
+          'group.id',
+          'group.protocol',
+          'log_level',
+          'max.poll.interval.ms',
+          'session.timeout.ms',
+          'sasl.mechanisms',
+          'enable.auto.commit',
+          'oauthbearer_token_refresh_cb',
+          'enable.sasl.oauthbearer.unsecure.jwt',
+          'sasl.oauthbearer.method',
+        ].map((key) => base({ [key]: value })),
+        base({}, { rememberCompleted: { topic: value, maxRuns: value } as never }),
+      ];
+      for (const options of attempts) {
+        try {
+          resolveSettings(options);
+        } catch (err) {
+          assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
+          assert.equal(typeof err.message, 'string');
+        }
+      }
+    });
+  }
+});
+
+describe('sasl.mechanisms', () => {
+  for (const mechanism of ['GSSAPI', 'PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512']) {
+    it(`accepts ${mechanism}`, () => {
+      const s = resolveSettings(
+        base({ 'security.protocol': 'sasl_ssl', 'sasl.mechanisms': mechanism }),
+      );
+      assert.equal(s.globalConfig['sasl.mechanisms'], mechanism);
+    });
+  }
+
+  it('refuses a mechanism librdkafka does not support, at construction, naming the valid ones', () => {
+    for (const bad of ['SCRAM-SHA-1', 'KERBEROS', 'PLAIN,SCRAM-SHA-256', '', 5]) {
+      rejects(
+        base({ 'security.protocol': 'sasl_ssl', 'sasl.mechanisms': bad }),
+        'sasl.mechanisms',
+        /GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER/,
+      );
+    }
+    assert.throws(
+      () =>
+        new ReactiveConsumer(base({ 'security.protocol': 'sasl_ssl', 'sasl.mechanisms': 'NOPE' })),
+      (err: unknown) => err instanceof ConfigError && err.key === 'sasl.mechanisms',
+    );
+  });
+
+  it('takes the names as librdkafka does, in capitals, and suggests the right spelling', () => {
+    rejects(
+      base({ 'sasl.mechanisms': 'scram-sha-256' }),
+      'sasl.mechanisms',
+      /did you mean `SCRAM-SHA-256`\?/,
+    );
+    rejects(base({ 'sasl.mechanisms': 'Plain' }), 'sasl.mechanisms', /did you mean `PLAIN`\?/);
+    rejects(base({ 'sasl.mechanisms': 'SCRAM-SHA256' }), 'sasl.mechanisms', /`SCRAM-SHA-256`/);
+  });
+
+  it('checks the alias sasl.mechanism too, by its own name', () => {
+    rejects(base({ 'sasl.mechanism': 'SCRAM' }), 'sasl.mechanism', /SCRAM-SHA-512/);
+    assert.ok(resolveSettings(base({ 'sasl.mechanism': 'PLAIN' })));
   });
 });
 

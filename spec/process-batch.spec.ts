@@ -232,5 +232,14 @@ describe('processBatch()', () => {
       () => h.consumer.processBatch(() => undefined, { maxWaitMs: -1 }),
       (e: unknown) => e instanceof ConfigError && e.key === 'maxWaitMs',
     );
+    // Values String() cannot show (no prototype), and a BigInt: shown safely, still ConfigErrors.
+    assert.throws(
+      () => h.consumer.processBatch(() => undefined, { maxSize: Object.create(null) as number }),
+      (e: unknown) => e instanceof ConfigError && e.key === 'maxSize',
+    );
+    assert.throws(
+      () => h.consumer.processBatch(() => undefined, { maxWaitMs: 10n as unknown as number }),
+      (e: unknown) => e instanceof ConfigError && e.key === 'maxWaitMs' && /10n/.test(e.message),
+    );
   });
 });

@@ -166,4 +166,126 @@ describe('resolveTransactionalOptions', () => {
       }
     });
   });
+
+  describe('option names', () => {
+    const refuses = (options: unknown, key: string, pattern?: RegExp) =>
+      assert.throws(
+        () => resolve(options as TransactionalOptions<unknown, unknown>),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigError, String(e));
+          assert.equal(e.key, key);
+          if (pattern) assert.match(e.message, pattern);
+          return true;
+        },
+      );
+
+    it('accepts every option of TransactionalOptions', () => {
+      const every: Required<TransactionalOptions<unknown, unknown>> = {
+        concurrency: 4,
+        partitionConcurrency: 2,
+        ordering: 'none',
+        key: 'string',
+        value: 'json',
+        retry: { count: 1 },
+        onFailure: 'skip',
+        producerConfig: { 'linger.ms': 5 },
+        transactionalId: 'tx-1',
+        transactionalIdPrefix: 'etl',
+        instanceId: 'pod-1',
+        maxMessages: 10,
+        maxMs: 50,
+      };
+      const r = resolve(every);
+      assert.equal(r.transactionalId, 'tx-1');
+      assert.equal(r.maxMessages, 10);
+      assert.equal(r.process.concurrency, 4);
+    });
+
+    it('refuses a misspelt option, naming the closest known one', () => {
+      refuses({ maxMessage: 10 }, 'maxMessage', /did you mean `maxMessages`\?/);
+      refuses({ transactionalID: 'x' }, 'transactionalID', /did you mean `transactionalId`\?/);
+      refuses({ concurency: 2 }, 'concurency', /did you mean `concurrency`\?/);
+      refuses({ retry: { cout: 1 } }, 'retry.cout', /did you mean `count`\?/);
+    });
+
+    it('says which call takes an option given to the wrong one', () => {
+      refuses({ maxSize: 10 }, 'maxSize', /processBatch\(\)/);
+      refuses({ commitIntervalMs: 10 }, 'commitIntervalMs', /constructor/);
+      refuses({ deadLetter: { topic: 'dlq' } }, 'deadLetter', /not be part of the transaction/);
+    });
+
+    it('refuses a SASL mechanism librdkafka does not support in the transactional producer', () => {
+      refuses(
+        { producerConfig: { 'sasl.mechanisms': 'PLAINTEXT' } },
+        'producerConfig.sasl.mechanisms',
+        /GSSAPI, PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER/,
+      );
+    });
+  });
+
+  describe('option values of unexpected types', () => {
+    it('refuses a BigInt where a number is expected, showing it as 10n', () => {
+      assert.throws(
+        () => resolve({ maxMessages: 10n as never }),
+        (e: unknown) =>
+          e instanceof ConfigError && e.key === 'maxMessages' && /got 10n$/.test(e.message),
+      );
+      assert.throws(
+        () => resolve({ producerConfig: { 'transaction.timeout.ms': 40_000n } }),
+        (e: unknown) => e instanceof ConfigError && e.key === KEY && /got 40000n$/.test(e.message),
+      );
+    });
+
+    it('answers any odd value in any option with a ConfigError', () => {
+      const cyclic: Record<string, unknown> = {};
+      cyclic.self = cyclic;
+      const odd: unknown[] = [
+        10n,
+        Symbol('x'),
+        cyclic,
+        {
+          toJSON() {
+            throw new Error('toJSON');
+          },
+        },
+        {
+          toString() {
+            throw new Error('toString');
+          },
+        },
+        Object.create(null),
+      ];
+      const keys = [
+        'onFailure',
+        'producerConfig',
+        'transactionalId',
+        'transactionalIdPrefix',
+        'instanceId',
+        'maxMessages',
+        'maxMs',
+        'concurrency',
+        'value',
+      ];
+      for (const value of odd) {
+        const attempts: [unknown, Partial<ReactiveConsumerOptions>][] = [
+          ...keys.map((k): [unknown, Partial<ReactiveConsumerOptions>] => [{ [k]: value }, {}]),
+          ...['acks', 'enable.idempotence', 'transactional.id', 'transaction.timeout.ms'].map(
+            (k): [unknown, Partial<ReactiveConsumerOptions>] => [
+              { producerConfig: { [k]: value } },
+              {},
+            ],
+          ),
+          [{}, { config: { 'isolation.level': value } as never }],
+          [value, {}],
+        ];
+        for (const [options, consumer] of attempts) {
+          try {
+            resolve(options as never, consumer);
+          } catch (err) {
+            assert.ok(err instanceof ConfigError, `expected a ConfigError, got ${String(err)}`);
+          }
+        }
+      }
+    });
+  });
 });

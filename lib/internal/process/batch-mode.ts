@@ -4,6 +4,7 @@
  * {@link MessageBatch}; a {@link ProcessedBatch} emitted per finished batch). The batches are
  * gathered by batch-sink.ts.
  */
+import { showValue } from '../settings/show-value';
 import { ConfigError } from '../../errors';
 import { BATCH_DEFAULTS } from '../../process-options';
 import type {
@@ -36,13 +37,13 @@ export function batchOptions<K, V>(
   } = options;
   if (!Number.isInteger(maxSize) || maxSize < 1) {
     throw new ConfigError(
-      `Expected \`maxSize\` to be an integer ≥ 1, got ${String(maxSize)}`,
+      `Expected \`maxSize\` to be an integer ≥ 1, got ${showValue(maxSize)}`,
       'maxSize',
     );
   }
   if (!Number.isInteger(maxWaitMs) || maxWaitMs < 0) {
     throw new ConfigError(
-      `Expected \`maxWaitMs\` to be an integer ≥ 0, got ${String(maxWaitMs)}`,
+      `Expected \`maxWaitMs\` to be an integer ≥ 0, got ${showValue(maxWaitMs)}`,
       'maxWaitMs',
     );
   }

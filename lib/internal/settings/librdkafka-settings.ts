@@ -3,6 +3,8 @@
  * clients inherit, and librdkafka's configuration errors as {@link ConfigError}s.
  */
 import { ConfigError } from '../../errors';
+import { closestName } from './option-names';
+import { showValue } from './show-value';
 
 /** librdkafka settings the library owns; a conflicting user value is rejected, never overridden. */
 export const OWNED_SETTINGS: Record<string, { allowed: unknown; why: string }> = {
@@ -42,6 +44,35 @@ export const CLASSIC_ONLY_SETTINGS = [
   'partition.assignment.strategy',
   'group.protocol.type',
 ] as const;
+
+/**
+ * The SASL mechanisms librdkafka supports, spelt as it compares them (exactly: `plain` is refused
+ * when it connects).
+ */
+export const SASL_MECHANISMS = [
+  'GSSAPI',
+  'PLAIN',
+  'SCRAM-SHA-256',
+  'SCRAM-SHA-512',
+  'OAUTHBEARER',
+] as const;
+
+/**
+ * Refuses a `sasl.mechanisms` (or its alias `sasl.mechanism`) librdkafka does not support: it
+ * accepts any string when the client is built and refuses it only when it connects. `prefix` is
+ * where `config` sits in the options (`deadLetter.producerConfig.`).
+ */
+export function checkSaslMechanism(config: Record<string, unknown>, prefix = ''): void {
+  for (const key of ['sasl.mechanisms', 'sasl.mechanism']) {
+    const value = config[key];
+    if (value === undefined || (SASL_MECHANISMS as readonly unknown[]).includes(value)) continue;
+    const closest = typeof value === 'string' ? closestName(value, SASL_MECHANISMS) : undefined;
+    throw new ConfigError(
+      `Expected \`${prefix}${key}\` to be one of ${SASL_MECHANISMS.join(', ')} (librdkafka's names, in capitals), got ${showValue(value)}${closest === undefined ? '' : `: did you mean \`${closest}\`?`}`,
+      `${prefix}${key}`,
+    );
+  }
+}
 
 /**
  * librdkafka prefetch bounds applied when the user sets none: librdkafka's own defaults

@@ -12,8 +12,11 @@ import {
   DEFAULT_PREFETCH,
   MIN_LOG_LEVEL,
   OWNED_SETTINGS,
+  checkSaslMechanism,
 } from './librdkafka-settings';
+import { CONSUMER_SCOPE, REMEMBER_COMPLETED_SCOPE, checkedOptions, readOwn } from './option-names';
 import { redactWhenShown } from './secrets';
+import { showValue } from './show-value';
 
 /** librdkafka's default `max.poll.interval.ms`. */
 export const LIBRDKAFKA_MAX_POLL_INTERVAL_MS = 300_000;
@@ -37,16 +40,7 @@ export const DEFAULTS = {
 } as const;
 
 function fail(key: string, expected: string, got: unknown): never {
-  throw new ConfigError(`Expected \`${key}\` to be ${expected}, got ${formatValue(got)}`, key);
-}
-
-function formatValue(value: unknown): string {
-  if (typeof value === 'function') return 'a function';
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
+  throw new ConfigError(`Expected \`${key}\` to be ${expected}, got ${showValue(got)}`, key);
 }
 
 function readNumber(config: Record<string, unknown>, key: string): number | undefined {
@@ -86,22 +80,26 @@ function normaliseTopics(topics: unknown): string[] {
 
 /**
  * Validates user options once, at construction, and returns the resolved settings.
- * Throws {@link ConfigError} naming the offending key. librdkafka's own per-key checks run when the
- * client is constructed (see `createConsumerClient`); this adds the cross-key rules librdkafka only
- * checks at connect time and the library's own rules.
+ * Throws {@link ConfigError} naming the offending key: an unknown option name (naming the closest
+ * known one), a value of the wrong type or out of range. librdkafka's own per-key checks run when
+ * the client is constructed (see `createConsumerClient`); this adds the cross-key rules librdkafka
+ * only checks at connect time and the library's own rules.
  */
-export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSettings {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError('Expected an options object', 'options');
+export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSettings {
+  if (typeof input !== 'object' || input === null) {
+    fail('options', 'an options object', input);
   }
-  const config = options.config as Record<string, unknown> | undefined;
-  if (typeof config !== 'object' || config === null) {
-    fail('config', 'an object of librdkafka settings', config);
+  const options = checkedOptions(input, CONSUMER_SCOPE) as unknown as ReactiveConsumerOptions;
+  const configInput = options.config as unknown;
+  if (typeof configInput !== 'object' || configInput === null) {
+    fail('config', 'an object of librdkafka settings', configInput);
   }
-  const topicConfig = (options.topicConfig ?? {}) as Record<string, unknown>;
-  if (typeof topicConfig !== 'object' || topicConfig === null) {
-    fail('topicConfig', 'an object of librdkafka topic settings', options.topicConfig);
+  const config = readOwn(configInput, 'config');
+  const topicConfigInput = (options.topicConfig ?? {}) as unknown;
+  if (typeof topicConfigInput !== 'object' || topicConfigInput === null) {
+    fail('topicConfig', 'an object of librdkafka topic settings', topicConfigInput);
   }
+  const topicConfig = readOwn(topicConfigInput, 'topicConfig');
   if (!config['bootstrap.servers'] && !config['metadata.broker.list']) {
     fail(
       'bootstrap.servers',
@@ -114,9 +112,15 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
     fail('group.id', 'a non-empty string', groupId);
   }
   const logLevel = config.log_level;
-  if (logLevel !== undefined && !(Number(logLevel) >= MIN_LOG_LEVEL)) {
+  if (
+    logLevel !== undefined &&
+    !(
+      (typeof logLevel === 'number' || typeof logLevel === 'string') &&
+      Number(logLevel) >= MIN_LOG_LEVEL
+    )
+  ) {
     throw new ConfigError(
-      `Expected \`log_level\` to be at least ${MIN_LOG_LEVEL} (warnings): the library detects lost group membership, fatal errors and offset resets from librdkafka's warning lines; got ${formatValue(logLevel)} (filter librdkafka's lines in your pino logger instead)`,
+      `Expected \`log_level\` to be at least ${MIN_LOG_LEVEL} (warnings): the library detects lost group membership, fatal errors and offset resets from librdkafka's warning lines; got ${showValue(logLevel)} (filter librdkafka's lines in your pino logger instead)`,
       'log_level',
     );
   }
@@ -129,11 +133,12 @@ export function resolveSettings(options: ReactiveConsumerOptions): ConsumerSetti
         : rule.allowed === value;
     if (!ok) {
       throw new ConfigError(
-        `Expected \`${key}\` to be ${rule.allowed === undefined ? 'unset' : `unset or ${String(rule.allowed)}`}: ${rule.why}; got ${formatValue(value)}`,
+        `Expected \`${key}\` to be ${rule.allowed === undefined ? 'unset' : `unset or ${String(rule.allowed)}`}: ${rule.why}; got ${showValue(value)}`,
         key,
       );
     }
   }
+  checkSaslMechanism(config);
 
   const protocolRaw = config['group.protocol'] ?? 'classic';
   if (protocolRaw !== 'classic' && protocolRaw !== 'consumer') {
@@ -337,7 +342,10 @@ function resolveRememberCompleted(
   if (typeof value !== 'object' || value === null) {
     fail('rememberCompleted', 'a boolean or { topic?, maxRuns? }', value);
   }
-  const v = value as { topic?: unknown; maxRuns?: unknown };
+  const v = checkedOptions(value, REMEMBER_COMPLETED_SCOPE) as {
+    topic?: unknown;
+    maxRuns?: unknown;
+  };
   const topic = v.topic ?? REMEMBER_COMPLETED_DEFAULTS.topic;
   if (typeof topic !== 'string' || !/^[a-zA-Z0-9._-]{1,249}$/.test(topic)) {
     fail('rememberCompleted.topic', 'a valid topic name', topic);
