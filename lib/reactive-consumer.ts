@@ -5,8 +5,9 @@ import { inspect } from 'node:util';
 import type { InspectOptions } from 'node:util';
 import { resolveSettings } from './internal/settings/resolve-settings';
 import type { ConsumerSettings, ReactiveConsumerOptions } from './config';
-import { ConfigError } from './errors';
 import { ConsumerEngine } from './internal/loop/consumer-engine';
+import { firstAssignment } from './internal/loop/readiness';
+import { closeConsumer } from './internal/loop/consumer-close';
 import type { DeadLetterWriter } from './internal/process/dead-letter';
 import type { Transactions } from './internal/transactions/transactions';
 import type {
@@ -96,6 +97,7 @@ export class ReactiveConsumer {
   private readonly deadLetterWriters = new Set<DeadLetterWriter>();
   /** The transactional unit of a running processTransactional(), closed after the consumer. */
   private transactions: Transactions | undefined;
+  private readiness: Promise<void> | undefined;
 
   constructor(options: ReactiveConsumerOptions);
   /** @internal With test seams (fakes of the client, the store, the jitter source). */
@@ -337,6 +339,17 @@ export class ReactiveConsumer {
     return `ReactiveConsumer ${inspect(this.toJSON(), options)}`;
   }
 
+  /**
+   * Resolves once the consumer has joined its group and received its first assignment (possibly
+   * empty, when the group has more members than partitions): for a readiness probe or a start-up
+   * log line. It does not start the consumer (subscribing to `process()` or `partitions$` does).
+   * Rejects with the consumer's error, or a `ClosedError`, if it ends before that.
+   */
+  ready(): Promise<void> {
+    this.readiness ??= firstAssignment(this.engine);
+    return this.readiness;
+  }
+
   /** The consumer's metrics now: counters, handler and commit latency, per-partition state and lag. */
   metrics(): ConsumerMetrics {
     return this.observability.metrics();
@@ -364,22 +377,12 @@ export class ReactiveConsumer {
    * handler too, so awaiting it there waits until the drain deadline and the message is redone.
    */
   async close(options: { timeoutMs?: number } = {}): Promise<void> {
-    const timeoutMs = options.timeoutMs ?? this.settings.closeTimeoutMs;
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 1) {
-      throw new ConfigError(
-        `Expected \`timeoutMs\` to be a positive integer (ms), got ${String(timeoutMs)}`,
-        'timeoutMs',
-      );
-    }
-    const by = Date.now() + timeoutMs;
-    this.transactions?.closingBy(by);
-    await this.engine.close(timeoutMs);
-    // Every write the revoke waited for is settled; flush and disconnect the dead-letter producer.
-    await Promise.all(
-      [...this.deadLetterWriters].map((w) => w.close(this.settings.commitTimeoutMs)),
-    );
-    // Every transaction a revoke committed is confirmed; disconnect the transactional producer.
-    await this.transactions?.close(by);
+    await closeConsumer(options, {
+      settings: this.settings,
+      engine: this.engine,
+      transactions: this.transactions,
+      deadLetterWriters: this.deadLetterWriters,
+    });
   }
 
   /** `await using consumer = new ReactiveConsumer(…)` closes it (gracefully) at the end of the scope. */

@@ -69,6 +69,8 @@ export class ConsumerEngine implements ProcessorHost {
   lastPollAt = 0;
   /** Receives metrics hooks (see engine-observer.ts). */
   observer: EngineObserver = NO_OBSERVER;
+  /** Whether an assignment (even an empty one) was received: the member joined its group. */
+  assignedOnce = false;
 
   private state: EngineState = { kind: 'idle' };
   /** The answers to start() and close() (both idempotent). */
@@ -104,6 +106,9 @@ export class ConsumerEngine implements ProcessorHost {
     });
     this.client = this.base.client;
     this.commits = this.base.groupCommits;
+    this.rebalances.subscribe((e) => {
+      if (e.type === 'assigned') this.assignedOnce = true;
+    });
     const raw = this.client.raw;
     raw.on('event.error', (err: LibrdKafkaError) => {
       const error = toKafkaError(err, 'client error');
@@ -311,8 +316,8 @@ export class ConsumerEngine implements ProcessorHost {
     });
   }
 
-  /** Why the consumer ends, when it ends with an error. */
-  private get failure(): Error | undefined {
+  /** Why the consumer ended or is ending, when with an error. */
+  get failure(): Error | undefined {
     const s = this.state;
     return s.kind === 'closing' || s.kind === 'closed' ? s.failure : this.earlyFailure;
   }

@@ -98,17 +98,22 @@ export interface PipelineHost {
   close(): Promise<void>;
   /** Test seams: the dead-letter producer, the source of retry jitter. */
   readonly internals: {
+    readonly notSubscribedWarnMs?: number;
     readonly producerFactory?: ProducerFactory;
     readonly random?: () => number;
   };
 }
 
 /** Runs `mode` over the consumer's partitions; see the file comment. */
+/** How long a pipeline may stay unsubscribed before the consumer warns about it. */
+const NOT_SUBSCRIBED_WARN_MS = 5000;
+
 export function runPipeline<R, K, V, O>(
   host: PipelineHost,
   mode: ProcessingMode<R, K, V, O>,
   resolved: ResolvedProcessOptions,
 ): Observable<O> {
+  const warnAfterMs = host.internals.notSubscribedWarnMs ?? NOT_SUBSCRIBED_WARN_MS;
   const deadLetter =
     resolved.deadLetter === undefined
       ? undefined
@@ -120,7 +125,18 @@ export function runPipeline<R, K, V, O>(
           host.logger.child({ component: 'dead-letter' }),
           host.internals.producerFactory,
         );
+  // A pipeline nobody subscribes to consumes nothing, silently: say so once, while the consumer
+  // has not started (a forgotten subscribe(), or an Observable returned where none subscribes).
+  const notSubscribed = setTimeout(() => {
+    if (host.engine.lifecycle.kind !== 'idle') return;
+    host.logger.warn(
+      { afterMs: warnAfterMs },
+      'process() or processBatch() was called but its Observable was never subscribed: nothing is consumed until it is',
+    );
+  }, warnAfterMs);
+  notSubscribed.unref();
   return new Observable<O>((subscriber) => {
+    clearTimeout(notSubscribed);
     const limiter = new FairLimiter(resolved.concurrency);
     const processor = new MessageProcessor<R, K, V, O>(
       mode,

@@ -19,4 +19,6 @@ export interface ReactiveConsumerInternals {
   storeFactory?: (settings: ConsumerSettings) => CompletedStore;
   /** Source of retry jitter. */
   random?: () => number;
+  /** How long after `process()` an Observable never subscribed is warned about (default 5 s). */
+  notSubscribedWarnMs?: number;
 }
