@@ -25,7 +25,14 @@ export const PROCESS_DEFAULTS = {
   concurrency: 64,
   partitionConcurrency: 1,
   onFailure: 'stop',
-  retry: { count: 3, initialDelayMs: 100, maxDelayMs: 5000, factor: 2, jitter: 0.2 },
+  retry: {
+    count: 3,
+    initialDelayMs: 100,
+    maxDelayMs: 5000,
+    factor: 2,
+    jitter: 0.2,
+    when: () => true,
+  },
   /** Upper bound of the dead-letter producer's default `message.timeout.ms`. */
   deadLetterMessageTimeoutMs: 30_000,
 } as const;
@@ -99,7 +106,9 @@ function resolveRetry(input: ProcessOptions['retry']): ResolvedRetry {
   if (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1)) {
     fail('retry.jitter', 'a number in [0, 1]', jitter);
   }
-  return { count, initialDelayMs, maxDelayMs, factor, jitter };
+  const when = retry.when ?? d.when;
+  if (typeof when !== 'function') fail('retry.when', 'a function (error, message) => boolean', when);
+  return { count, initialDelayMs, maxDelayMs, factor, jitter, when };
 }
 
 /** Does `topic` collide with one of the subscribed topics or patterns? */

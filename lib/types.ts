@@ -120,6 +120,15 @@ export interface RetryOptions {
   factor?: number;
   /** Random spread of each delay, as a fraction of it (0.2 = ±20%). @default 0.2 */
   jitter?: number;
+  /**
+   * Whether a failure is worth retrying, asked before each retry with the handler's error and the
+   * message (for `processBatch()`, the batch's first message). `false` skips the retries left and
+   * applies `onFailure` at once — for errors no retry can fix (a validation error, a 4xx answer).
+   * A predicate that throws counts as `false` (its error is logged). Deserialization errors are
+   * never retried, whatever it says.
+   * @default every handler error is retried
+   */
+  when?: (error: unknown, message: KafkaMessage) => boolean;
 }
 
 /**

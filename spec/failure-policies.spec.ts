@@ -4,6 +4,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import {
   AuthenticationError,
+  ConfigError,
   DEAD_LETTER_HEADERS,
   DeadLetterError,
   DeserializationError,
@@ -326,6 +327,124 @@ describe('failure policies', () => {
     );
     assert.ok(s.consumerEvents.some((e) => e.type === 'message-skipped' && e.offset === 1));
     await s.consumer.close();
+  });
+
+  describe('retry.when', () => {
+    class Invalid extends Error {}
+
+    it('skips the retries of a failure it calls not retryable, and retries the others', async () => {
+      const s = setup();
+      const calls = new Map<number, number>();
+      const asked: [string, number][] = [];
+      const r = run(
+        s,
+        (m) => {
+          calls.set(m.offset, (calls.get(m.offset) ?? 0) + 1);
+          if (m.offset === 1) throw new Invalid('no retry can fix this');
+          if (m.offset === 2 && calls.get(2) === 1) throw new Error('flaky');
+          return 'ok';
+        },
+        {
+          onFailure: 'skip',
+          retry: {
+            ...fastRetry,
+            when: (error, message) => {
+              asked.push([(error as Error).message, message.offset]);
+              return !(error instanceof Invalid);
+            },
+          },
+        },
+      );
+      subs.push(r.sub);
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 4);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s) === 4, 'committed past the skipped message');
+      assert.equal(calls.get(1), 1, 'called once: no retry');
+      assert.equal(calls.get(2), 2, 'the flaky failure was retried');
+      const skipped = r.out.find((p) => p.offset === 1);
+      assert.equal(skipped?.status, 'skipped');
+      assert.equal(skipped?.attempts, 1);
+      assert.deepEqual(asked, [
+        ['no retry can fix this', 1],
+        ['flaky', 2],
+      ]);
+      assert.ok(!s.consumerEvents.some((e) => e.type === 'handler-retry' && e.offset === 1));
+      await s.consumer.close();
+    });
+
+    it('counts a predicate that throws as not retryable, and applies onFailure', async () => {
+      const s = setup();
+      let calls = 0;
+      const r = run(
+        s,
+        () => {
+          calls += 1;
+          throw new Error('boom');
+        },
+        {
+          retry: {
+            ...fastRetry,
+            when: () => {
+              throw new Error('predicate bug');
+            },
+          },
+        },
+      );
+      subs.push(r.sub);
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 1);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => r.ended(), 'the pipeline to stop (onFailure: stop)');
+      assert.ok(r.error() instanceof HandlerError, String(r.error()));
+      assert.equal((r.error() as HandlerError).attempts, 1);
+      assert.equal(calls, 1);
+    });
+
+    it("asks with a batch's first message in processBatch()", async () => {
+      const s = setup();
+      const asked: number[] = [];
+      let calls = 0;
+      const out: { status: string; attempts: number }[] = [];
+      subs.push(
+        s.consumer
+          .processBatch(
+            () => {
+              calls += 1;
+              throw new Invalid('bad batch');
+            },
+            {
+              maxSize: 3,
+              maxWaitMs: 5,
+              onFailure: 'skip',
+              retry: {
+                ...fastRetry,
+                when: (_error, message) => {
+                  asked.push(message.offset);
+                  return false;
+                },
+              },
+            },
+          )
+          .subscribe((b) => out.push(b)),
+      );
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 3);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s) === 3, 'committed past the skipped batch');
+      assert.deepEqual(asked, [0]);
+      assert.equal(calls, 1);
+      assert.equal(out[0]?.attempts, 1);
+      await s.consumer.close();
+    });
+
+    it('must be a function', () => {
+      const s = setup();
+      assert.throws(
+        () => s.consumer.process(() => undefined, { retry: { when: true as never } }),
+        (e: unknown) => e instanceof ConfigError && e.key === 'retry.when',
+      );
+    });
   });
 
   it('dead-letter: writes the record with its origin and error, and commits past it only once confirmed', async () => {

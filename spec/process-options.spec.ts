@@ -173,6 +173,7 @@ describe('process() options', () => {
         maxDelayMs: 100,
         factor: 3,
         jitter: 0.1,
+        when: () => true,
       };
       const deadLetter: Required<DeadLetterOptions> = {
         topic: 'orders.dlq',

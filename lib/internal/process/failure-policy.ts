@@ -68,6 +68,8 @@ export class FailurePolicy<R, O> {
       abandon();
       return new Observable((subscriber) => subscriber.error(err));
     }
+    // Not worth retrying (retry.when): the failure policy applies now.
+    if (!this.retryable(err, message)) return new Observable((subscriber) => subscriber.error(err));
     const delayMs = backoffDelay(this.options.retry, n, this.random);
     this.host.counters.retries += 1;
     this.logger.warn(
@@ -99,6 +101,19 @@ export class FailurePolicy<R, O> {
         signal.removeEventListener('abort', onAbort);
       };
     });
+  }
+
+  /** `retry.when`'s answer; a predicate that throws says no (logged). */
+  private retryable(err: unknown, message: KafkaMessage): boolean {
+    try {
+      return this.options.retry.when(err, message) !== false;
+    } catch (predicateError) {
+      this.logger.warn(
+        { ...coordinatesOf(message), err: predicateError, handlerError: err },
+        'retry.when threw: the failure is not retried',
+      );
+      return false;
+    }
   }
 
   /** Applies the failure policy to messages (one, or a batch) that failed for good. */

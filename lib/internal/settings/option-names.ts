@@ -79,6 +79,7 @@ export const RETRY_OPTION_NAMES = {
   maxDelayMs: true,
   factor: true,
   jitter: true,
+  when: true,
 } as const satisfies Record<keyof RetryOptions, true>;
 
 /** The names of {@link DeadLetterOptions}. */
