@@ -107,7 +107,8 @@ function resolveRetry(input: ProcessOptions['retry']): ResolvedRetry {
     fail('retry.jitter', 'a number in [0, 1]', jitter);
   }
   const when = retry.when ?? d.when;
-  if (typeof when !== 'function') fail('retry.when', 'a function (error, message) => boolean', when);
+  if (typeof when !== 'function')
+    fail('retry.when', 'a function (error, message) => boolean', when);
   return { count, initialDelayMs, maxDelayMs, factor, jitter, when };
 }
 
