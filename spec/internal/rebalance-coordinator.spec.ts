@@ -495,3 +495,57 @@ describe('RebalanceCoordinator', () => {
     });
   });
 });
+
+describe('RebalanceCoordinator: a failure while a loss is applied', () => {
+  it('a throw while concluding a revoke lost on arrival fails the consumer and still counts the revoke out', async () => {
+    const { client, fake, settings, logger } = clientOverFake(
+      {
+        topicConfig: { 'auto.offset.reset': 'earliest' },
+        commitTimeoutMs: 200,
+        drainTimeoutMs: 2000,
+      },
+      {},
+      (err, a) => coordinator.onRebalance(err, a),
+    );
+    (fake() as unknown as { connected: boolean }).connected = true;
+    const parts = rebalanceParts(
+      { client, settings, logger },
+      {
+        onEvent: (e) => {
+          if (e.type === 'lost') throw new Error('a rebalances$ subscriber threw');
+        },
+      },
+    );
+    const coordinator: RebalanceCoordinator = new RebalanceCoordinator({
+      settings,
+      logger,
+      client,
+      calls: parts.calls,
+      lifecycle: parts.lifecycle,
+      assignments: parts.assignments,
+      startPositions: new StartPositions(client, settings, logger, undefined),
+      commits: parts.committer,
+      conditions: parts.conditions,
+      shutdown: parts.shutdown,
+      staticInstanceId: undefined,
+      topics: { topicsAvailable: () => undefined },
+    });
+    let polling = true;
+    const loop = (async () => {
+      while (polling) await client.consume(10, 1);
+    })();
+    try {
+      fake().rebalanceAssign([tp(0)]);
+      await until(() => parts.assignments.size === 1, 'assigned');
+      coordinator.suspect('max.poll.interval.ms exceeded');
+      fake().rebalanceRevoke([tp(0)]);
+      await until(() => parts.failures.length === 1, 'the consumer to fail');
+      // A revoke left counted in flight would make close() wait for it until its release bound.
+      await until(() => coordinator.revokesInFlight === 0, 'the revoke to be counted out');
+      assert.equal(coordinator.busy, false);
+    } finally {
+      polling = false;
+      await loop;
+    }
+  });
+});

@@ -7,7 +7,7 @@ import * as Kafka from 'node-rdkafka';
 import type { KafkaMessage, ReactiveConsumerOptions } from '../../lib';
 import { PartitionControl } from '../../lib/internal/partition/partition-control';
 import { tpKey } from '../../lib/internal/binding/rdkafka';
-import { revoke } from '../../lib/internal/rebalance/revoke-protocol';
+import { lostOnArrival, revoke } from '../../lib/internal/rebalance/revoke-protocol';
 import type { RevokeContext } from '../../lib/internal/rebalance/revoke-protocol';
 import { rebalanceParts } from '../helpers/rebalance-parts';
 import type { FakeOptions } from '../fakes/fake-consumer';
@@ -55,7 +55,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
   };
   /** The revoke protocol, then its outcome applied, as the coordinator runs them. */
   const run = async (ctx: RevokeContext): Promise<void> => {
-    lifecycle.conclude(ctx, await revoke(ctx, revokeParts));
+    lifecycle.conclude(ctx, lostOnArrival(ctx) ?? (await revoke(ctx, revokeParts)));
   };
   let polling = true;
   const loop = (async () => {

@@ -42,9 +42,13 @@ export class Shutdown {
     this.conditions.changed(); // revokes in flight shorten their deadline to fit
   }
 
-  /** A later close() with a shorter timeout wins; false when it does not shorten the deadline. */
+  /**
+   * A later close() with a shorter timeout wins — also once the close is disconnecting (the waits
+   * for native calls and for the disconnect fit the new deadline); false when it does not shorten
+   * the deadline.
+   */
   shorten(timeoutMs: number): boolean {
-    if (this.stage_ !== 'closing' || Date.now() + timeoutMs >= this.deadline_) return false;
+    if (this.stage_ === 'open' || Date.now() + timeoutMs >= this.deadline_) return false;
     this.deadline_ = Date.now() + timeoutMs;
     this.conditions.changed();
     return true;

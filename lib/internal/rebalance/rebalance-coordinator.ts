@@ -319,14 +319,21 @@ export class RebalanceCoordinator {
       lostProbe,
     };
     lifecycle.revokeStarted(controls);
-    // Lost on arrival is applied at once, inside librdkafka's callback, as a loss must be.
+    // Lost on arrival is applied at once, inside librdkafka's callback, as a loss must be; a
+    // failure in it goes the way of any revoke's (the consumer fails, the revoke is counted out).
     const arrival = lostOnArrival(ctx);
-    if (arrival !== undefined) lifecycle.conclude(ctx, arrival);
-    const task = (
-      arrival !== undefined
-        ? Promise.resolve()
-        : revoke(ctx, this.revokeParts).then((outcome) => lifecycle.conclude(ctx, outcome))
-    )
+    let outcome: Promise<void>;
+    if (arrival === undefined) {
+      outcome = revoke(ctx, this.revokeParts).then((o) => lifecycle.conclude(ctx, o));
+    } else {
+      try {
+        lifecycle.conclude(ctx, arrival);
+        outcome = Promise.resolve();
+      } catch (err) {
+        outcome = Promise.reject(err);
+      }
+    }
+    const task = outcome
       .catch((err: unknown) => {
         logger.error({ err, generation }, 'revoke failed');
         shutdown.fail(err instanceof Error ? err : new Error(errorMessage(err)));

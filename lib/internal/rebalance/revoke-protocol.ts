@@ -10,7 +10,8 @@
  * applies it — the release, the unassign and the last events — so the walk never calls back into
  * the coordinator that started it.
  *
- * Lost is decided here for a revoke. A revoke is a loss (handlers aborted, nothing committed,
+ * Lost is decided here for a revoke (the coordinator applies {@link lostOnArrival} at once, in
+ * librdkafka's callback). A revoke is a loss (handlers aborted, nothing committed,
  * released at once: others may own the partitions already) when librdkafka announced it before
  * the revoke arrived (max.poll exceeded, session timed out), when librdkafka reports the
  * assignment lost (the probe), or when the broker refuses the final commit for ownership reasons.
@@ -58,8 +59,6 @@ export function lostOnArrival(ctx: RevokeContext): RevokeOutcome | undefined {
 export async function revoke(ctx: RevokeContext, parts: RevokeParts): Promise<RevokeOutcome> {
   const { partitions, controls, generation, startedAt } = ctx;
   const { settings, logger, commits, lifecycle, conditions, shutdown } = parts;
-  const arrival = lostOnArrival(ctx);
-  if (arrival !== undefined) return arrival;
   const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
   lifecycle.revoking(ctx);
   let lostByProbe = false;
