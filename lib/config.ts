@@ -6,7 +6,7 @@
 import type { LoggerLike } from './logger';
 import type { HandlerTracer } from './tracing';
 import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
-import type { AssignedPartition, StartPosition } from './types';
+import type { AssignedPartition, StartPosition, TopicPartition } from './types';
 import type { OAuthBearerTokenProvider } from './internal/binding/oauth-bearer';
 
 // An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
@@ -117,6 +117,20 @@ export interface ReactiveConsumerOptions {
     partition: AssignedPartition,
   ) => StartPosition | undefined | Promise<StartPosition | undefined>;
   /**
+   * Runs when partitions are revoked, after their handlers drained and before their final commit
+   * (Java's `onPartitionsRevoked`): flush what you buffered for them (a sink, an aggregate) so the
+   * committed offsets never run ahead of it. Given the revoked partitions, and a `signal` aborted
+   * at the latest moment the hook may take (`deadline`, ms since the epoch), which leaves the
+   * final commit its time within the drain deadline; the revoke waits for it until then, and then
+   * commits without it. A hook that throws or rejects is logged and reported (`revoke-hook-failed`
+   * on `events$`); the final commit still covers only the messages whose handlers finished. Not
+   * called for partitions lost (nothing is committed for them) nor while the consumer disconnects.
+   */
+  onRevoke?: (
+    partitions: TopicPartition[],
+    context: { readonly signal: AbortSignal; readonly deadline: number },
+  ) => void | Promise<void>;
+  /**
    * Remember offsets finished out of order (`ordering: 'key' | 'none'`) above the committed one, so
    * that after a rebalance or a restart the next owner skips them instead of redoing them. Kept in
    * a compacted topic owned by the library (one record per group and partition, written and
@@ -168,6 +182,8 @@ export interface ConsumerSettings {
   readonly resumeThreshold: number;
   /** The start-position hook, if any (see {@link ReactiveConsumerOptions.onAssign}). */
   readonly onAssign: ReactiveConsumerOptions['onAssign'];
+  /** The revoke hook, if any (see {@link ReactiveConsumerOptions.onRevoke}). */
+  readonly onRevoke: ReactiveConsumerOptions['onRevoke'];
   /** Completed-offset memory, if enabled (see {@link ReactiveConsumerOptions.rememberCompleted}). */
   readonly rememberCompleted: { readonly topic: string; readonly maxRuns: number } | undefined;
   /** The OAUTHBEARER token provider, if any (see {@link ReactiveConsumerOptions.oauthBearerToken}). */

@@ -141,6 +141,13 @@ export type ConsumerEvent =
       readonly message: string;
     })
   | (ConsumerEventBase & {
+      /** The `onRevoke` hook threw, rejected, or was still running at its deadline. */
+      readonly type: 'revoke-hook-failed';
+      readonly partitions: readonly { readonly topic: string; readonly partition: number }[];
+      /** What it threw, or a `TimeoutError` when it ran past its deadline. */
+      readonly error: unknown;
+    })
+  | (ConsumerEventBase & {
       readonly type: 'client-error';
       readonly kafkaCode: number;
       readonly message: string;

@@ -299,6 +299,7 @@ const everyOption: Required<ReactiveConsumerOptions> = {
   maxBufferedBytes: 1024,
   resumeThreshold: 0.25,
   onAssign: () => 'committed',
+  onRevoke: () => undefined,
   rememberCompleted: { topic: 'memories', maxRuns: 8 } satisfies Required<
     Exclude<ReactiveConsumerOptions['rememberCompleted'], boolean | undefined>
   >,

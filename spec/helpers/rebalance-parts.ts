@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../../lib/config';
-import type { RebalanceEvent } from '../../lib';
+import type { ConsumerEvent, RebalanceEvent } from '../../lib';
 import type { ConsumerClient } from '../../lib/internal/binding/consumer-client';
 import { Committer } from '../../lib/internal/commit/committer';
 import { FlowControl } from '../../lib/internal/loop/flow-control';
@@ -13,6 +13,7 @@ import { PartitionLifecycle } from '../../lib/internal/partition/lifecycle';
 import type { PartitionControl } from '../../lib/internal/partition/partition-control';
 import { AssignCalls } from '../../lib/internal/rebalance/assign-calls';
 import { Assignments } from '../../lib/internal/rebalance/assignments';
+import { RevokeHook } from '../../lib/internal/rebalance/revoke-hook';
 
 /**
  * The consumer's rebalance parts, wired as the engine wires them, over a ConsumerClient (over the
@@ -63,6 +64,7 @@ export function rebalanceParts(
     unassign(...args);
   };
   const events: RebalanceEvent[] = [];
+  const hookEvents: ConsumerEvent[] = [];
   const started: PartitionControl[] = [];
   const lifecycle = new PartitionLifecycle({
     logger,
@@ -92,6 +94,9 @@ export function rebalanceParts(
     events,
     started,
     loggers,
+    /** No `onRevoke` unless the settings have one; its failures are recorded. */
+    revokeHook: new RevokeHook(settings.onRevoke, logger, (e) => hookEvents.push(e)),
+    hookEvents,
     /** Moves the shutdown clock to `stage` (forward only, as the engine does). */
     setStage: (stage: Stage): void => {
       if (stage === 'closing' && shutdown.stage === 'open') shutdown.begin(Date.now(), 600_000);

@@ -61,6 +61,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     shutdown: parts.shutdown,
     staticInstanceId: undefined,
     topics: { topicsAvailable: () => undefined },
+    revokeHook: parts.revokeHook,
   });
   let polling = true;
   const loop = (async () => {
@@ -529,6 +530,7 @@ describe('RebalanceCoordinator: a failure while a loss is applied', () => {
       shutdown: parts.shutdown,
       staticInstanceId: undefined,
       topics: { topicsAvailable: () => undefined },
+      revokeHook: parts.revokeHook,
     });
     let polling = true;
     const loop = (async () => {

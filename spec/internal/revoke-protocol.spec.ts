@@ -52,6 +52,7 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
     lifecycle,
     conditions,
     shutdown,
+    hook: parts.revokeHook,
   };
   /** The revoke protocol, then its outcome applied, as the coordinator runs them. */
   const run = async (ctx: RevokeContext): Promise<void> => {

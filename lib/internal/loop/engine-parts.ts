@@ -23,6 +23,7 @@ import type { PartitionControl } from '../partition/partition-control';
 import { AssignCalls } from '../rebalance/assign-calls';
 import { Assignments } from '../rebalance/assignments';
 import { RebalanceCoordinator } from '../rebalance/rebalance-coordinator';
+import { RevokeHook } from '../rebalance/revoke-hook';
 import { Seeks } from '../rebalance/seeks';
 import { StartPositions } from '../rebalance/start-positions';
 import { connectionSettings } from '../settings/librdkafka-settings';
@@ -74,6 +75,7 @@ export interface BaseParts {
   readonly dispatcher: Dispatcher;
   readonly positions: Positions;
   readonly incidents: Incidents;
+  readonly revokeHook: RevokeHook;
   /** `group.instance.id` when this consumer is a static member. */
   readonly staticInstanceId: string | undefined;
 }
@@ -179,6 +181,7 @@ export function buildBase(
     dispatcher: new Dispatcher(assignments, flow, logger, loggers),
     positions: new Positions(client, assignments, flow),
     incidents,
+    revokeHook: new RevokeHook(settings.onRevoke, logger, (event) => engine.publish(event)),
     staticInstanceId,
   };
 }
@@ -227,6 +230,7 @@ export function assembleUnits(
     shutdown,
     staticInstanceId,
     topics: base.incidents,
+    revokeHook: base.revokeHook,
   });
   return { commits, lifecycle, rebalance, seeks };
 }

@@ -23,6 +23,7 @@ import { Code, errorMessage, list, toKafkaError, tpKey } from '../binding/rdkafk
 import type { AssignCalls } from './assign-calls';
 import type { Assignments } from './assignments';
 import { lostOnArrival, revoke } from './revoke-protocol';
+import type { RevokeHook } from './revoke-hook';
 import type { RevokeContext, RevokeParts } from './revoke-protocol';
 import { NO_START_CHOICES } from './start-positions';
 import type { StartChoices, StartPositions } from './start-positions';
@@ -46,6 +47,8 @@ export interface RebalanceParts {
   readonly staticInstanceId: string | undefined;
   /** Told which topics were assigned (they exist and are readable). */
   readonly topics: { topicsAvailable(topics: Iterable<string>): void };
+  /** The user's `onRevoke` (see revoke-hook.ts). */
+  readonly revokeHook: RevokeHook;
 }
 
 interface PendingAssign {
@@ -67,8 +70,16 @@ export class RebalanceCoordinator {
   private readonly revokeParts: RevokeParts;
 
   constructor(private readonly parts: RebalanceParts) {
-    const { settings, logger, commits, lifecycle, conditions, shutdown } = parts;
-    this.revokeParts = { settings, logger, commits, lifecycle, conditions, shutdown };
+    const { settings, logger, commits, lifecycle, conditions, shutdown, revokeHook } = parts;
+    this.revokeParts = {
+      settings,
+      logger,
+      commits,
+      lifecycle,
+      conditions,
+      shutdown,
+      hook: revokeHook,
+    };
   }
 
   /** True while an assignment or a revoke is being handled. */

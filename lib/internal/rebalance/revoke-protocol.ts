@@ -24,6 +24,7 @@ import type { Shutdown } from '../loop/shutdown';
 import type { Conditions } from '../loop/wait-conditions';
 import { settlesWithin } from '../loop/wait-conditions';
 import type { PartitionLifecycle, RevokeOutcome, RevokeScope } from '../partition/lifecycle';
+import type { RevokeHook } from './revoke-hook';
 
 /** One revoke: its scope, and what librdkafka said about losing it. */
 export interface RevokeContext extends RevokeScope {
@@ -42,6 +43,8 @@ export interface RevokeParts {
   readonly conditions: Conditions;
   /** When a revoke must end because the consumer closes (`revokeBy()`). */
   readonly shutdown: Shutdown;
+  /** The user's `onRevoke`, run after the drain and before the final commit. */
+  readonly hook: RevokeHook;
 }
 
 /**
@@ -58,7 +61,7 @@ export function lostOnArrival(ctx: RevokeContext): RevokeOutcome | undefined {
  */
 export async function revoke(ctx: RevokeContext, parts: RevokeParts): Promise<RevokeOutcome> {
   const { partitions, controls, generation, startedAt } = ctx;
-  const { settings, logger, commits, lifecycle, conditions, shutdown } = parts;
+  const { settings, logger, commits, lifecycle, conditions, shutdown, hook } = parts;
   const inFlight = controls.reduce((n, c) => n + c.inFlight, 0);
   lifecycle.revoking(ctx);
   let lostByProbe = false;
@@ -108,6 +111,12 @@ export async function revoke(ctx: RevokeContext, parts: RevokeParts): Promise<Re
     };
   }
   const drainedAt = lifecycle.drained(ctx, inFlight, !drained, total);
+  // The user's onRevoke (flush a sink of these partitions) before the final commit, which keeps
+  // its share of the deadline.
+  if (hook.present) {
+    const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
+    await hook.run(partitions, deadline - commitShare);
+  }
 
   // A periodic commit sent earlier must settle first so it cannot land after the final one;
   // it may take at most half of the commit reserve.

@@ -41,6 +41,7 @@ export const CONSUMER_OPTION_NAMES = {
   maxBufferedBytes: true,
   resumeThreshold: true,
   onAssign: true,
+  onRevoke: true,
   rememberCompleted: true,
   oauthBearerToken: true,
 } as const satisfies Record<keyof ReactiveConsumerOptions, true>;

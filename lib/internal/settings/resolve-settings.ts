@@ -269,6 +269,7 @@ export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSetting
     maxBufferedBytes: positiveInt(opts, 'maxBufferedBytes', DEFAULTS.maxBufferedBytes),
     resumeThreshold,
     onAssign: resolveOnAssign(options.onAssign),
+    onRevoke: resolveOnRevoke(options.onRevoke),
     rememberCompleted,
     oauthBearerToken,
   };
@@ -366,4 +367,12 @@ function resolveOnAssign(hook: unknown): ReactiveConsumerOptions['onAssign'] {
   if (hook === undefined) return undefined;
   if (typeof hook !== 'function') fail('onAssign', 'a function (partition) => StartPosition', hook);
   return hook as ReactiveConsumerOptions['onAssign'];
+}
+
+function resolveOnRevoke(hook: unknown): ReactiveConsumerOptions['onRevoke'] {
+  if (hook === undefined) return undefined;
+  if (typeof hook !== 'function') {
+    fail('onRevoke', 'a function (partitions, { signal, deadline }) => void | Promise<void>', hook);
+  }
+  return hook as ReactiveConsumerOptions['onRevoke'];
 }

@@ -1,0 +1,72 @@
+/**
+ * The `onRevoke` hook: run after a revoke drained and before its final commit, bounded so that the
+ * commit keeps its time. A hook that fails or runs past its deadline is logged and reported
+ * (`revoke-hook-failed`); the revoke goes on to commit what finished.
+ */
+import type { Logger } from 'pino';
+import type { ReactiveConsumerOptions } from '../../config';
+import { TimeoutError } from '../../errors';
+import type { ConsumerEvent } from '../../events';
+import type { TopicPartition } from '../../types';
+import { timerDelay } from '../loop/timers';
+import { settlesWithin } from '../loop/wait-conditions';
+
+export class RevokeHook {
+  constructor(
+    private readonly hook: ReactiveConsumerOptions['onRevoke'],
+    private readonly logger: Logger,
+    private readonly publish: (event: ConsumerEvent) => void,
+  ) {}
+
+  /** Whether there is a hook to run. */
+  get present(): boolean {
+    return this.hook !== undefined;
+  }
+
+  /** Runs the hook for `partitions` until `by` (ms since the epoch); never throws. */
+  async run(partitions: readonly TopicPartition[], by: number): Promise<void> {
+    const hook = this.hook;
+    if (hook === undefined) return;
+    const list = partitions.map(({ topic, partition }) => ({ topic, partition }));
+    const left = by - Date.now();
+    if (left <= 0) {
+      this.failed(
+        list,
+        new TimeoutError(
+          'no time left for the onRevoke hook: the drain used the deadline',
+          'onRevoke',
+          0,
+        ),
+        'no time left for the onRevoke hook (the drain used the deadline): committing without it',
+      );
+      return;
+    }
+    const controller = new AbortController();
+    let failure: unknown;
+    let failed = false;
+    const call = (async () => hook(list, { signal: controller.signal, deadline: by }))().catch(
+      (err: unknown) => {
+        failed = true;
+        failure = err;
+      },
+    );
+    const timer = setTimeout(() => controller.abort(), timerDelay(left));
+    const inTime = await settlesWithin(call, left);
+    clearTimeout(timer);
+    if (!inTime) {
+      controller.abort();
+      this.failed(
+        list,
+        new TimeoutError(`the onRevoke hook was still running after ${left} ms`, 'onRevoke', left),
+        'the onRevoke hook was still running at its deadline: committing without waiting for it (its signal is aborted)',
+      );
+    } else if (failed) {
+      this.failed(list, failure, 'the onRevoke hook failed: committing what the handlers finished');
+    }
+  }
+
+  private failed(partitions: TopicPartition[], error: unknown, message: string): void {
+    this.logger.warn({ partitions, err: error }, message);
+    this.publish({ type: 'revoke-hook-failed', partitions, error, at: Date.now() });
+  }
+}
