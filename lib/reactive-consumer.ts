@@ -17,6 +17,7 @@ import type {
 } from './transactional-options';
 import { batchMode, batchOptions } from './internal/process/batch-mode';
 import { closeOnAbort, partitionStreams, runPipeline } from './internal/process/pipeline';
+import type { PipelineHost } from './internal/process/pipeline';
 import { requireHandler, singleMode } from './internal/process/processing-mode';
 import type { ProcessingMode } from './internal/process/processing-mode';
 import { transactionalMode } from './internal/process/transactional-mode';
@@ -34,6 +35,7 @@ import type { HandlerTracer } from './tracing';
 import type {
   ConsumerEvent,
   MessageHandler,
+  PartitionCommitResult,
   PartitionStream,
   ProcessOptions,
   Processed,
@@ -98,6 +100,7 @@ export class ReactiveConsumer {
   /** The transactional unit of a running processTransactional(), closed after the consumer. */
   private transactions: Transactions | undefined;
   private readiness: Promise<void> | undefined;
+  private readonly pipelineHost: PipelineHost;
 
   constructor(options: ReactiveConsumerOptions);
   /** @internal With test seams (fakes of the client, the store, the jitter source). */
@@ -127,8 +130,19 @@ export class ReactiveConsumer {
       attach: () => {
         this.attached = true;
       },
-      started: () => this.warnOnSmallThreadPool(),
+      started: () => checkThreadPool(this.logger),
     });
+    this.pipelineHost = {
+      settings: this.settings,
+      logger: this.logger,
+      engine: this.engine,
+      partitions: this.partitions$ as Observable<PartitionControl>,
+      attached: () => this.attached,
+      deadLetterWriters: this.deadLetterWriters,
+      transactions: () => this.transactions,
+      close: () => this.close(),
+      internals,
+    };
   }
 
   /**
@@ -247,25 +261,8 @@ export class ReactiveConsumer {
     });
   }
 
-  private pipeline<R, K, V, O>(
-    mode: ProcessingMode<R, K, V, O>,
-    resolved: ResolvedProcessOptions,
-  ): Observable<O> {
-    return runPipeline(
-      {
-        settings: this.settings,
-        logger: this.logger,
-        engine: this.engine,
-        partitions: this.partitions$ as Observable<PartitionControl>,
-        attached: () => this.attached,
-        deadLetterWriters: this.deadLetterWriters,
-        transactions: () => this.transactions,
-        close: () => this.close(),
-        internals: this.internals,
-      },
-      mode,
-      resolved,
-    );
+  private pipeline<R, K, V, O>(mode: ProcessingMode<R, K, V, O>, resolved: ResolvedProcessOptions) {
+    return runPipeline(this.pipelineHost, mode, resolved);
   }
 
   /**
@@ -279,6 +276,17 @@ export class ReactiveConsumer {
    */
   seek(partition: TopicPartition, position: StartPosition): Promise<number> {
     return this.engine.seek(partition, position);
+  }
+
+  /**
+   * Commits what has been processed now, whatever `commitIntervalMs` says (with
+   * `processTransactional()`: commits the open transaction), and resolves once the broker confirmed
+   * each owned partition's contiguous offset — one result per partition (`committed` or
+   * `unchanged`). Rejects with a `CommitError` naming the partitions not confirmed within
+   * `commitTimeoutMs` (or released first), and with a `ClosedError` once closing.
+   */
+  commit(): Promise<PartitionCommitResult[]> {
+    return this.engine.commit();
   }
 
   /**
@@ -388,9 +396,5 @@ export class ReactiveConsumer {
   /** `await using consumer = new ReactiveConsumer(…)` closes it (gracefully) at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
-  }
-
-  private warnOnSmallThreadPool(): void {
-    checkThreadPool(this.logger);
   }
 }

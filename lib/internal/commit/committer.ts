@@ -56,6 +56,8 @@ export interface OffsetCommits {
   ): Promise<PartitionCommitResult[]>;
   /** Partitions released as lost (nothing committed for them; open work of theirs is undone). */
   lost(controls: readonly PartitionControl[]): void;
+  /** `consumer.commit()`: the next `maybeCommit` commits whatever its interval says. */
+  commitSoon(): void;
   /** Transactions only: what the last final commit did with the open transaction. */
   readonly lastFinal: RevokeTransaction | undefined;
   /**
@@ -110,6 +112,11 @@ export class Committer implements OffsetCommits {
 
   /** Partitions released as lost: nothing is committed for them, and no open work to undo. */
   lost(): void {}
+
+  /** The next `maybeCommit` (after the commit in flight, if any) ignores `commitIntervalMs`. */
+  commitSoon(): void {
+    this.lastCommitAt = Number.NEGATIVE_INFINITY;
+  }
 
   /**
    * Commits, at most every `commitIntervalMs`, what the active streams have processed

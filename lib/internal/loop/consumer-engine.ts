@@ -9,7 +9,13 @@ import type { Logger } from 'pino';
 import type { ConsumerSettings } from '../../config';
 import { NotAssignedError } from '../../errors';
 import type { FetchWakeMetrics } from '../../metrics';
-import type { ConsumerEvent, StartPosition, RebalanceEvent, TopicPartition } from '../../types';
+import type {
+  ConsumerEvent,
+  PartitionCommitResult,
+  StartPosition,
+  RebalanceEvent,
+  TopicPartition,
+} from '../../types';
 import {
   classifyClientError,
   classifyConsumeError,
@@ -31,29 +37,13 @@ import {
   toKafkaError,
 } from '../binding/rdkafka';
 import { closeRunning } from './close-sequence';
+import { commitNow } from './commit-now';
 import { assembleUnits, buildBase } from './engine-parts';
 import type { BaseParts, RebalanceUnits } from './engine-parts';
 import { applyVerdict } from './verdicts';
+import type { EngineState } from './engine-state';
 
-/**
- * The engine's lifecycle; each state carries what is true only in it. While `closing`, the
- * {@link Shutdown} says how far the close got (`closing`: the loop still polls, so revokes and
- * commits are served; `disconnecting`: the loop stopped, only unassign works,
- * docs/binding-behaviours.md, "Closing") and by when each step must be done.
- */
-export type EngineState =
-  | { readonly kind: 'idle' }
-  | { readonly kind: 'connecting' }
-  | { readonly kind: 'running'; readonly since: number; readonly loop: Promise<void> }
-  | {
-      readonly kind: 'closing';
-      readonly since: number;
-      /** Why the consumer ends, when it ends with an error. */
-      failure: Error | undefined;
-      readonly loop: Promise<void> | undefined;
-      readonly runningSince: number;
-    }
-  | { readonly kind: 'closed'; readonly failure: Error | undefined };
+export type { EngineState } from './engine-state';
 
 export class ConsumerEngine implements ProcessorHost {
   /** Every rebalance phase, in order. */
@@ -278,6 +268,13 @@ export class ConsumerEngine implements ProcessorHost {
 
   // ---------------------------------------------------------------------------------------------
   // User controls: seek, pause, resume
+
+  /** Commits what has been processed now, confirmed by the broker (see commit-now.ts). */
+  commit(): Promise<PartitionCommitResult[]> {
+    const { assignments, conditions } = this.base;
+    const timeoutMs = this.settings.commitTimeoutMs;
+    return commitNow(this.state.kind, this.units?.commits, assignments, conditions, timeoutMs);
+  }
 
   /** Moves an owned partition to `position` (see seeks.ts); resolves with the offset. */
   seek(tp: TopicPartition, position: StartPosition): Promise<number> {

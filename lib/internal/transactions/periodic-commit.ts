@@ -17,20 +17,30 @@ export function maybeCommit(ctx: TransactionContext): void {
   }
   const { openedAt, messages } = txn;
   const now = Date.now();
+  // consumer.commit() asked: whatever is open (or moved) commits now.
+  const requested = book.commitRequested;
   if (openedAt !== undefined) {
-    if (txn.solo || messages >= options.maxMessages || now - openedAt >= options.maxMs) {
+    if (
+      requested ||
+      txn.solo ||
+      messages >= options.maxMessages ||
+      now - openedAt >= options.maxMs
+    ) {
       commitInBackground(ctx);
     }
     return;
   }
   // Nothing processed: offsets may still have moved (a new partition's start, markers skipped).
-  if (now - book.lastCommitAt >= options.maxMs && offsetsToCommit(ctx).length > 0) {
+  if ((requested || now - book.lastCommitAt >= options.maxMs) && offsetsToCommit(ctx).length > 0) {
     commitInBackground(ctx);
+  } else if (requested) {
+    book.commitRequested = false; // nothing to commit
   }
 }
 
 /** Commits the open transaction unless an operation is in flight (the writer's `full` asks too). */
 export function commitInBackground(ctx: TransactionContext): void {
   if (ctx.book.op !== undefined) return;
+  ctx.book.commitRequested = false;
   void commit(ctx, 'periodic', Date.now() + ctx.settings.commitTimeoutMs * 2);
 }

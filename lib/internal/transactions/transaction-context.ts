@@ -61,6 +61,8 @@ export class TransactionBook {
   /** The start, a commit or an abort in flight (one at a time). */
   op: Promise<void> | undefined;
   lastCommitAt = Date.now();
+  /** `consumer.commit()` asked for a commit: the next `maybeCommit` commits what is open. */
+  commitRequested = false;
   lastFinal: FinalTransaction = { outcome: 'none', messages: 0, records: 0 };
   readonly counts = {
     committed: 0,

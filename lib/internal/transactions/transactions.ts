@@ -238,6 +238,11 @@ export class Transactions implements OffsetCommits {
   }
 
   /** Partitions taken away without a commit: their work must not be committed by anyone here. */
+  /** `consumer.commit()`: the open transaction commits at the next `maybeCommit`. */
+  commitSoon(): void {
+    this.book.commitRequested = true;
+  }
+
   lost(controls: readonly PartitionControl[]): void {
     lost(this.ctx, controls);
   }
