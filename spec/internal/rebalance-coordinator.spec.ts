@@ -18,7 +18,12 @@ const tp = (partition: number) => ({ topic: T, partition });
  * ConsumerClient over the fake (its rebalance callbacks go to the coordinator), with a poll loop
  * serving commit results and assignment-lost probes as the engine's loop does.
  */
-function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: FakeOptions = {}) {
+function setup(
+  options: Partial<ReactiveConsumerOptions> = {},
+  fakeOptions: FakeOptions = {},
+  /** Also called as each rebalance event is emitted (it may throw, as a subscriber can). */
+  onEvent: (e: RebalanceEvent) => void = () => undefined,
+) {
   const { client, fake, settings, logger } = clientOverFake(
     {
       topicConfig: { 'auto.offset.reset': 'earliest' },
@@ -38,7 +43,10 @@ function setup(options: Partial<ReactiveConsumerOptions> = {}, fakeOptions: Fake
   const parts = rebalanceParts(
     { client, settings, logger },
     {
-      onEvent: (e) => inFlightAt.push({ type: e.type, revokes: coordinator.revokesInFlight }),
+      onEvent: (e) => {
+        inFlightAt.push({ type: e.type, revokes: coordinator.revokesInFlight });
+        onEvent(e);
+      },
       onWake: () =>
         resumedAfter.push(
           fake()
@@ -499,55 +507,20 @@ describe('RebalanceCoordinator', () => {
 
 describe('RebalanceCoordinator: a failure while a loss is applied', () => {
   it('a throw while concluding a revoke lost on arrival fails the consumer and still counts the revoke out', async () => {
-    const { client, fake, settings, logger } = clientOverFake(
-      {
-        topicConfig: { 'auto.offset.reset': 'earliest' },
-        commitTimeoutMs: 200,
-        drainTimeoutMs: 2000,
-      },
-      {},
-      (err, a) => coordinator.onRebalance(err, a),
-    );
-    (fake() as unknown as { connected: boolean }).connected = true;
-    const parts = rebalanceParts(
-      { client, settings, logger },
-      {
-        onEvent: (e) => {
-          if (e.type === 'lost') throw new Error('a rebalances$ subscriber threw');
-        },
-      },
-    );
-    const coordinator: RebalanceCoordinator = new RebalanceCoordinator({
-      settings,
-      logger,
-      client,
-      calls: parts.calls,
-      lifecycle: parts.lifecycle,
-      assignments: parts.assignments,
-      startPositions: new StartPositions(client, settings, logger, undefined),
-      commits: parts.committer,
-      conditions: parts.conditions,
-      shutdown: parts.shutdown,
-      staticInstanceId: undefined,
-      topics: { topicsAvailable: () => undefined },
-      revokeHook: parts.revokeHook,
+    const s = setup({ drainTimeoutMs: 2000, commitTimeoutMs: 200 }, {}, (e) => {
+      if (e.type === 'lost') throw new Error('a rebalances$ subscriber threw');
     });
-    let polling = true;
-    const loop = (async () => {
-      while (polling) await client.consume(10, 1);
-    })();
     try {
-      fake().rebalanceAssign([tp(0)]);
-      await until(() => parts.assignments.size === 1, 'assigned');
-      coordinator.suspect('max.poll.interval.ms exceeded');
-      fake().rebalanceRevoke([tp(0)]);
-      await until(() => parts.failures.length === 1, 'the consumer to fail');
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => s.assignments.size === 1, 'assigned');
+      s.coordinator.suspect('max.poll.interval.ms exceeded');
+      s.fake().rebalanceRevoke([tp(0)]);
+      await until(() => s.failures.length === 1, 'the consumer to fail');
       // A revoke left counted in flight would make close() wait for it until its release bound.
-      await until(() => coordinator.revokesInFlight === 0, 'the revoke to be counted out');
-      assert.equal(coordinator.busy, false);
+      await until(() => s.coordinator.revokesInFlight === 0, 'the revoke to be counted out');
+      assert.equal(s.coordinator.busy, false);
     } finally {
-      polling = false;
-      await loop;
+      await s.stop();
     }
   });
 });
