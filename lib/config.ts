@@ -32,7 +32,8 @@ export interface ReactiveConsumerOptions {
   /**
    * A pino logger, or any logger with pino's calling convention (`info(fields, message)`,
    * `child(bindings)`; see {@link LoggerLike}); the library logs through child loggers of it.
-   * @default a silent pino logger
+   * pino is an optional peer dependency: install it only if you pass a pino logger.
+   * @default none: the library logs nothing
    */
   logger?: LoggerLike;
   /**

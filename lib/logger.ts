@@ -1,5 +1,3 @@
-import pino from 'pino';
-import type { Logger } from 'pino';
 
 /** One log method: an object of fields and a message, or a message alone (pino's shape). */
 export interface LogFn {
@@ -19,15 +17,26 @@ export interface LoggerLike {
   debug: LogFn;
 }
 
-/** The logger used when the user gives none: pino at level `silent`. */
+/** What the library logs through: the five methods of {@link LoggerLike}, nothing pino-specific. */
+export type Logger = LoggerLike;
+
+const ignore = (): void => undefined;
+
+/** Logs nothing: the logger when the user gives none (pino is not needed for it). */
+const SILENT: LoggerLike = {
+  child: () => SILENT,
+  error: ignore,
+  warn: ignore,
+  info: ignore,
+  debug: ignore,
+};
+
+/** The logger used when the user gives none: it logs nothing. */
 export function defaultLogger(): Logger {
-  return pino({ level: 'silent' });
+  return SILENT;
 }
 
-/**
- * The library's internal loggers are typed as pino's `Logger`, but use only the methods of
- * {@link LoggerLike}; a structural logger is accepted as one.
- */
+/** The user's logger (pino, or anything with pino's calling convention). */
 export function asLogger(logger: LoggerLike): Logger {
-  return logger as unknown as Logger;
+  return logger;
 }

@@ -1,6 +1,6 @@
 import { defer } from 'rxjs';
 import type { Observable } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from './logger';
 import { inspect } from 'node:util';
 import type { InspectOptions } from 'node:util';
 import { resolveSettings } from './internal/settings/resolve-settings';

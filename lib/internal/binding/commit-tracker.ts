@@ -5,7 +5,7 @@
  * them, so they may still be applied), and commits of unknown outcome are noted as doubts.
  * consumer-client.ts hands its commits and probes to this unit.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import { CommitError, TimeoutError } from '../../errors';
 import type { LibrdKafkaError, RdKafkaConsumer, TopicPartitionOffset } from './rdkafka';
 import { Code, FENCING_REFUSAL_CODES, errorMessage, kafkaCodeOf, tpKey } from './rdkafka';

@@ -4,7 +4,7 @@
  * librdkafka's answers by commit-tracker.ts); broker reads counted so that the disconnect waits for
  * them.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings';
 import { ConnectError } from '../../errors';

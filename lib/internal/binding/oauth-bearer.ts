@@ -10,7 +10,7 @@
  * librdkafka re-authenticates each broker connection (KIP-368) at 90% of the session lifetime the
  * broker grants (at most the token's), so it always presents the newest token.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import { ConnectError } from '../../errors';
 import { errorMessage } from './rdkafka';
 import { timerDelay } from '../loop/timers';

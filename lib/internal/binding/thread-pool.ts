@@ -4,7 +4,7 @@
  * that number consumers slow each other down, and dns or fs calls wait behind them. Counted per
  * process, warned once.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 
 let startedConsumers = 0;
 let threadPoolWarned = false;

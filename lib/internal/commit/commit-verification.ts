@@ -10,7 +10,7 @@
  * What this closes and what it cannot is in docs/rebalance-semantics.md ("Commits of unknown
  * outcome").
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { PartitionCommitResult } from '../../types';
 import { untilMoving } from '../loop/wait-conditions';

@@ -6,7 +6,7 @@
  * retriable codes retried until the revoke's deadline, and the completed-offset memory written
  * (confirmed) before the commit it belongs to.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { PartitionCommitResult, RevokeTransaction, TopicPartition } from '../../types';
 import type { CompletedStore } from './completed-store';

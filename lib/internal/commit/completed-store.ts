@@ -5,7 +5,7 @@
  * see integration/binding-contract.test.ts), so Kafka's own offset metadata is not an option.
  */
 import * as Kafka from 'node-rdkafka';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { TopicPartition } from '../../types';
 import { decodeCompleted, encodeCompleted } from './completed-codec';
 import type { CompletedMemory } from './completed-codec';

@@ -11,7 +11,7 @@
  * revoke's last moment before the broker's rebalance timeout, or sooner when the consumer closes
  * meanwhile); applied late, it counts as committed.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { TimeoutError } from '../../errors';
 import type { PartitionCommitResult } from '../../types';

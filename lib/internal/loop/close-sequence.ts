@@ -4,7 +4,7 @@
  * revoke released. Each step is bounded by the close deadline ({@link Shutdown}), which a later
  * `close()` may bring forward.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { OffsetCommits } from '../commit/committer';

@@ -5,7 +5,7 @@
  * hands each batch to the dispatcher, and closes through close-sequence.ts. See docs/internals.md.
  */
 import { Subject } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { NotAssignedError } from '../../errors';
 import type { FetchWakeMetrics } from '../../metrics';

@@ -3,7 +3,7 @@
  * partition is no longer ours (a late delivery), when librdkafka went back within one assignment,
  * when the application paused the partition, or when a previous owner already finished it.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { Message } from '../binding/rdkafka';
 import { toKafkaMessage } from '../binding/message-conversion';
 import type { EngineObserver } from '../observe/engine-observer';

@@ -4,7 +4,7 @@
  * strategy, fixed from then on). Every part gets the objects it works with; what it needs from
  * the engine itself comes through {@link EngineSide}, one named interface.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { AuthenticationError } from '../../errors';
 import type { KafkaClientError } from '../../errors';

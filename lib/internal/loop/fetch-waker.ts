@@ -34,7 +34,7 @@
  * partition that leader serves is being fetched (its thread is awake then), other than the ones
  * resumed together.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { TopicPartition } from '../../types';
 

@@ -5,7 +5,7 @@
  * only when neither holds. Every librdkafka pause/resume call of the consumer goes through here:
  * new partitions, buffers filling and draining, a seek's new stream, a release.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { TopicPartition } from '../../types';
 import type { ConsumerClient } from '../binding/consumer-client';

@@ -5,7 +5,7 @@
  * topic), offset resets (what was skipped or will be re-read), and transient client errors.
  * It ends the consumer only through the shutdown (`fail`) and reports through `host.publish`.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { AuthenticationError, FencedInstanceError } from '../../errors';
 import type { KafkaClientError } from '../../errors';

@@ -2,7 +2,7 @@
  * What librdkafka's reports do: each verdict of binding/client-error-classifier.ts applied in one
  * switch — the only place librdkafka's consume errors, client errors and log lines act.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import { assertNever, levelOf } from '../binding/client-error-classifier';
 import type { Verdict } from '../binding/client-error-classifier';
 import type { Incidents } from './incident-handler';

@@ -5,7 +5,7 @@
  * runs on every message: its costs per invocation are stated and kept small here.
  */
 import { Observable, isObservable } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { channels, publish } from '../../diagnostics';
 import type { HandlerDiagnostics } from '../../diagnostics';

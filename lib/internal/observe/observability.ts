@@ -6,7 +6,7 @@
  * (timing, stalls, handler channels) is handler-instrumentation.ts; this file counts what it reports.
  */
 import { Observable } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { channels, publish } from '../../diagnostics';
 import { evaluateHealth } from '../../health';

@@ -2,7 +2,7 @@
  * One child logger per partition stream, bound to its topic, partition and generation, made once
  * and kept as long as the stream is.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { PartitionControl } from '../partition/partition-control';
 
 export class PartitionLoggers {

@@ -3,7 +3,7 @@
  * partition lifecycle (lifecycle.ts) decides the steps and calls these in order; nothing here
  * changes a stream.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type {
   PartitionCommitResult,
   RebalanceEvent,

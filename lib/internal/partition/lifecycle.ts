@@ -17,7 +17,7 @@
  *   last confirmed commit goes through `revoking → drained → committed (unchanged) → revoked` at
  *   once (nothing will be redone), any other ends in `lost`.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { RebalanceEvent, RebalanceProtocol, TopicPartition } from '../../types';
 import type { FlowControl } from '../loop/flow-control';
 import type { Conditions } from '../loop/wait-conditions';

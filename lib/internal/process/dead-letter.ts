@@ -3,7 +3,7 @@
  * only once the broker confirmed the record (so the failed message's offset may then count as done).
  */
 import * as Kafka from 'node-rdkafka';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings';
 import { ConnectError, TimeoutError } from '../../errors';
 import type { KafkaMessage } from '../../types';

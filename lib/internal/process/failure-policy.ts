@@ -4,7 +4,7 @@
  * dead-letter (acked only once the broker confirmed the write) or stop.
  */
 import { EMPTY, Observable, catchError, filter, from, map, of } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import { DeadLetterError, DeserializationError, HandlerError } from '../../errors';
 import type { ResolvedProcessOptions } from '../../process-options';
 import { backoffDelay } from '../../process-options';

@@ -9,7 +9,7 @@
  */
 import { Observable, mergeMap } from 'rxjs';
 import type { Subscription } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { AlreadySubscribedError, ClosedError } from '../../errors';
 import type { ResolvedProcessOptions } from '../../process-options';

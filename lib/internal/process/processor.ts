@@ -10,7 +10,7 @@
  */
 import { Observable, isObservable, throwError } from 'rxjs';
 import type { Subscriber, Subscription } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { DeserializationError } from '../../errors';
 import type { ResolvedProcessOptions } from '../../process-options';
 import type { DecodedMessage, KafkaMessage, MessageHandler, Processed } from '../../types';

@@ -5,7 +5,7 @@
  * the unit instead of acking it (the unit acks once they are in the open transaction). The unit
  * itself is transactions/.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { ConsumerEngine } from '../loop/consumer-engine';
 import type { ConsumerObservability } from '../observe/observability';

@@ -19,7 +19,7 @@ import {
   throwError,
 } from 'rxjs';
 import type { Subscription } from 'rxjs';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import { HandlerError } from '../../errors';
 import type { DeserializationError } from '../../errors';
 import type { ResolvedProcessOptions } from '../../process-options';

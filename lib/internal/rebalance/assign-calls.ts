@@ -6,7 +6,7 @@
  * unassign, and cooperative unassigns only partitions still assigned and not re-owned by a newer
  * generation. Holds no partition state of its own.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { RebalanceProtocol, TopicPartition } from '../../types';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { TopicPartitionOffset } from '../binding/rdkafka';

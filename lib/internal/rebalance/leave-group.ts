@@ -4,7 +4,7 @@
  * for a static classic member, release locally and keep the membership — and let every commit be
  * answered before disconnecting.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { Assignments } from './assignments';
 import type { OffsetCommits } from '../commit/committer';

@@ -9,7 +9,7 @@
  * looked up is "pending" until then, and a revoke or a close answers it first, so librdkafka never
  * waits for it forever.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { StartPositionError } from '../../errors';
 import type { TopicPartition } from '../../types';

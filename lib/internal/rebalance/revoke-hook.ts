@@ -3,7 +3,7 @@
  * commit keeps its time. A hook that fails or runs past its deadline is logged and reported
  * (`revoke-hook-failed`); the revoke goes on to commit what finished.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ReactiveConsumerOptions } from '../../config';
 import { TimeoutError } from '../../errors';
 import type { ConsumerEvent } from '../../events';

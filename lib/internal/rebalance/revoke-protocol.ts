@@ -16,7 +16,7 @@
  * the revoke arrived (max.poll exceeded, session timed out), when librdkafka reports the
  * assignment lost (the probe), or when the broker refuses the final commit for ownership reasons.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { PartitionCommitResult } from '../../types';
 import type { OffsetCommits } from '../commit/committer';

@@ -5,7 +5,7 @@
  * meanwhile); and the completed-offset memories of the previous owner. All of it is resolved
  * before the assign call (librdkafka, and the whole group, waits for it), within a deadline.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { StartPositionError } from '../../errors';
 import type { StartPosition, TopicPartition } from '../../types';

@@ -5,7 +5,7 @@
  * the deadlines derived from them. The parts (commit, abort, close…) are functions of this
  * context: each reads and writes the one state of the unit, none holds a copy of it.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { ResolvedTransactionalOptions } from '../../transactional-options';
 import type { ConsumerEvent, RevokeTransaction, TopicPartition } from '../../types';

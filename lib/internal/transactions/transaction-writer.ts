@@ -15,7 +15,7 @@
  *   the broker refuses later is pinned on its input (input-faults.ts). A suspect input (one whose
  *   records failed a transaction before) goes into a transaction of its own, committed at once.
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { KafkaClientError } from '../../errors';
 import type { OutputRecord } from '../../transactional-options';
 import type { KafkaMessage } from '../../types';

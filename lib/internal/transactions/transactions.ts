@@ -50,7 +50,7 @@
  * (refused-inputs.ts), the bounded calls (transaction-calls.ts) and the close
  * (transaction-close.ts).
  */
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { TransactionMetrics } from '../../metrics';
 import type { OutputRecord, ResolvedTransactionalOptions } from '../../transactional-options';
