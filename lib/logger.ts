@@ -1,4 +1,3 @@
-
 /** One log method: an object of fields and a message, or a message alone (pino's shape). */
 export interface LogFn {
   (fields: object, message?: string): void;

@@ -14,7 +14,7 @@ import type {
   FakeTxnOptions,
   TxnRecord,
 } from './fakes/fake-transactional-producer';
-import { T, committed, harness, tp, until } from './helpers/harness';
+import { T, committed, gate, harness, tp, until } from './helpers/harness';
 
 const one = (m: KafkaMessage): OutputRecord[] => [
   { topic: 'out', key: m.key, value: `${m.partition}:${m.offset}` },
@@ -197,6 +197,104 @@ describe('processTransactional(): records that cannot be written', () => {
       value('kafka_consumer_transaction_records_total{group="g",result="committed"}'),
       11,
     );
+  });
+
+  it("onFailure 'skip': the transaction carrying the skip aborts; the redo skips the input at once, one event, never produced again", async () => {
+    // The broker refuses the poison record; once the input is judged poison and skipped, the first
+    // sendOffsetsToTransaction after that fails as abortable (as a real broker's "skipped
+    // sequence numbers" does), so the transaction carrying the skip is aborted and the partition
+    // rewound to before the poison input.
+    let failNextSend = false;
+    let failedSends = 0;
+    const s = setup({
+      brokerRefuses: refusesPoisonBatch,
+      plan: (op) => {
+        if (op !== 'send' || !failNextSend) return undefined;
+        failNextSend = false;
+        failedSends += 1;
+        return { code: 45, abortable: true }; // OUT_OF_ORDER_SEQUENCE_NUMBER
+      },
+    });
+    const events: { type: string; offset?: number }[] = [];
+    let refusedAtSkip: number | undefined;
+    subs.push(
+      s.consumer.events$.subscribe((e) => {
+        events.push(e);
+        if (e.type !== 'message-skipped') return;
+        failNextSend = failedSends === 0;
+        refusedAtSkip ??= s.consumer.metrics().transactions?.refusedRecords;
+      }),
+    );
+    const error = run(s, one, 'skip');
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(s, 0) === 6, 'committed to the end', 5000);
+    assert.equal(error(), undefined);
+    assert.equal(failedSends, 1, 'the commit carrying the skip failed once');
+    const skipped = events.filter((e) => e.type === 'message-skipped');
+    assert.deepEqual(
+      skipped.map((e) => e.offset),
+      [2],
+      'one message-skipped event',
+    );
+    const poisonProduced = s
+      .producer()
+      .transactions.flatMap((t) => t.records)
+      .filter((r) => String(r.value) === POISON).length;
+    assert.equal(poisonProduced, 2, 'produced in its batch and alone, never after the skip');
+    assert.deepEqual(
+      values(s.producer().committed),
+      ['0:0', '0:1', '0:3', '0:4', '0:5'],
+      'every other input exactly once, in order',
+    );
+    const t = s.consumer.metrics().transactions!;
+    assert.equal(t.skippedInputs, 1);
+    assert.equal(t.refusedRecords, refusedAtSkip, 'no record refused after the skip');
+    assert.equal(t.aborted, 3, 'its batch, its redo alone, the transaction carrying the skip');
+  });
+
+  it("onFailure 'skip': a skip judged in one assignment is not remembered in the next one (judged afresh, one event)", async () => {
+    const s = setup({ brokerRefuses: refusesPoisonBatch });
+    const events: { type: string; offset?: number }[] = [];
+    subs.push(s.consumer.events$.subscribe((e) => events.push(e)));
+    // The third run of the poison input (its redo after it was judged poison) waits, in the first
+    // assignment, until the partition was assigned again (a new generation).
+    const held = gate();
+    let runs = 0;
+    const error = run(
+      s,
+      async (m) => {
+        if (m.offset === 2 && ++runs === 3) await held.promise;
+        return one(m);
+      },
+      'skip',
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 6);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => runs === 3, 'the poison input judged and redone');
+    const poisonProduced = (): number =>
+      s
+        .producer()
+        .transactions.flatMap((t) => t.records)
+        .filter((r) => String(r.value) === POISON).length;
+    assert.equal(poisonProduced(), 2, 'in its batch and alone');
+    s.fake().rebalanceRevoke([tp(0)], { lost: true });
+    await until(() => s.events.some((e) => e.type === 'lost'), 'lost');
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => s.events.filter((e) => e.type === 'assigned').length === 2, 'reassigned');
+    held.open();
+    await until(() => committed(s, 0) === 6, 'committed to the end', 5000);
+    assert.equal(error(), undefined);
+    assert.equal(poisonProduced(), 4, 'produced again in the new assignment (judged afresh)');
+    assert.ok(!values(s.producer().committed).includes(POISON), 'the poison record never visible');
+    assert.deepEqual(
+      events.filter((e) => e.type === 'message-skipped').map((e) => e.offset),
+      [2],
+      'one message-skipped event: the first assignment never skipped it',
+    );
+    assert.equal(s.consumer.metrics().transactions?.skippedInputs, 1);
   });
 
   it("onFailure 'skip' with a record produce() refuses: the input counts with no output, the others exactly once", async () => {

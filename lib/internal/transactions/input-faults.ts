@@ -16,6 +16,11 @@
  *   drop output a later attempt writes. Then the
  *   failure policy applies: `stop` (a TransactionError naming it) or `skip` (its redo counts with
  *   no output).
+ * - A skip holds until a transaction carrying it commits: when that transaction is aborted, the
+ *   redo is skipped at once (its records are not produced again), and the skip is announced once.
+ * - A judgement is this member's for one assignment (the stream's generation, which a seek keeps):
+ *   failures of another assignment do not count toward it, and a skip judged in another one is
+ *   forgotten (the input is judged afresh).
  * - A suspect whose transaction commits is cleared. At most {@link MAX_TRACKED} inputs are
  *   tracked (the oldest is forgotten: it is redone alone again at worst, never lost).
  */
@@ -31,6 +36,8 @@ export interface InputCoordinates {
 /** One record refused by the producer or the broker. */
 export interface RecordFailure {
   readonly input: InputCoordinates;
+  /** The generation of the input's stream: the assignment the failure happened in. */
+  readonly generation: number;
   readonly outputTopic: string;
   readonly error: KafkaClientError;
 }
@@ -40,11 +47,16 @@ export type FaultVerdict =
   { readonly kind: 'suspect' } | { readonly kind: 'poison'; readonly failures: number };
 
 interface Fault {
+  /** The assignment its failures happened in. */
+  generation: number;
   cause: number;
   /** Failures attributable to this input alone. */
   attributed: number;
   failures: number;
+  /** Poison under `onFailure: 'skip'`: each redo counts with no output, until one commits. */
   skip: boolean;
+  /** The skip was reported (log, event, counter). */
+  announced: boolean;
   last: RecordFailure;
 }
 
@@ -80,12 +92,15 @@ export class InputFaults {
     const key = inputKey(f.input);
     const seen = this.faults.get(key);
     const cause = f.error.kafkaCode;
-    if (seen === undefined) {
+    if (seen === undefined || seen.generation !== f.generation) {
+      this.faults.delete(key); // another assignment's: judged afresh
       this.faults.set(key, {
+        generation: f.generation,
         cause,
         attributed: attributable && RECORD_FAULT_CODES.has(cause) ? 1 : 0,
         failures: 1,
         skip: false,
+        announced: false,
         last: f,
       });
       while (this.faults.size > MAX_TRACKED) {
@@ -104,9 +119,13 @@ export class InputFaults {
       : { kind: 'suspect' };
   }
 
-  /** Whether `input` failed a transaction before: its redo goes alone. */
+  /**
+   * Whether `input` failed a transaction before: its redo goes alone. Not one to be skipped: it
+   * writes no record.
+   */
   suspect(input: InputCoordinates): boolean {
-    return this.faults.has(inputKey(input));
+    const f = this.faults.get(inputKey(input));
+    return f !== undefined && !f.skip;
   }
 
   /** Marks a poison input to count with no output when it is redone (`onFailure: 'skip'`). */
@@ -116,18 +135,28 @@ export class InputFaults {
   }
 
   /**
-   * When `input` is to be skipped: the failure that made it poison (and it is forgotten, as it
-   * counts now); else undefined.
+   * When `input`, redone in the assignment `generation`, is to be skipped: the failure that made
+   * it poison, and `first` the first time it is asked (the skip is announced then, once); else
+   * undefined. The skip holds until a transaction carrying the input commits ({@link clear}): a
+   * redo after an abort is skipped at once. One judged in another assignment is forgotten.
    */
-  takeSkip(input: InputCoordinates): (RecordFailure & { failures: number }) | undefined {
+  skipped(
+    input: InputCoordinates,
+    generation: number,
+  ): (RecordFailure & { failures: number; first: boolean }) | undefined {
     const key = inputKey(input);
     const f = this.faults.get(key);
     if (f?.skip !== true) return undefined;
-    this.faults.delete(key);
-    return { ...f.last, failures: f.failures };
+    if (f.generation !== generation) {
+      this.faults.delete(key);
+      return undefined;
+    }
+    const first = !f.announced;
+    f.announced = true;
+    return { ...f.last, failures: f.failures, first };
   }
 
-  /** `input` was committed: it is no suspect any more. */
+  /** A transaction carrying `input` committed: it is no suspect (nor skipped) any more. */
   clear(input: InputCoordinates): void {
     this.faults.delete(inputKey(input));
   }

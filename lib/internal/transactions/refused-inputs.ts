@@ -1,12 +1,14 @@
 /**
  * What a refused output record does to its input (input-faults.ts keeps the verdicts): a suspect is
  * redone in a transaction of its own; poison stops the consumer (`onFailure: 'stop'`) or is
- * skipped (`'skip'`: it counts with no output, and a `message-skipped` event says so). After the
+ * skipped (`'skip'`: it counts with no output, and a `message-skipped` event says so, once per
+ * input and assignment, however often an abort makes it redone before the skip commits). After the
  * abort of a transaction whose commit failed, the records the broker refused are pinned on their
  * inputs before the redo starts.
  */
 import { TransactionError } from '../../errors';
 import type { KafkaMessage } from '../../types';
+import type { PartitionControl } from '../partition/partition-control';
 import type { RecordFailure } from './input-faults';
 import { fatal } from './transaction-calls';
 import type { TransactionContext } from './transaction-context';
@@ -14,12 +16,25 @@ import { inputName } from './transaction-writer';
 import type { TransactionWork } from './transaction-writer';
 
 /**
- * A finished input that is poison and skipped: true (it then counts with no output, and the
- * `message-skipped` event is published); false for any other input.
+ * A finished input that is poison and skipped: true (it then counts with no output); false for any
+ * other input. The first time, the skip is counted and the `message-skipped` event published; a
+ * redo after the abort of the transaction that carried the skip is skipped again, silently (the
+ * judgement holds until a transaction carrying the skip commits: input-faults.ts).
  */
-export function skipsPoison(ctx: TransactionContext, message: KafkaMessage): boolean {
-  const skip = ctx.faults.size > 0 ? ctx.faults.takeSkip(message) : undefined;
+export function skipsPoison(
+  ctx: TransactionContext,
+  control: PartitionControl,
+  message: KafkaMessage,
+): boolean {
+  const skip = ctx.faults.size > 0 ? ctx.faults.skipped(message, control.generation) : undefined;
   if (skip === undefined) return false;
+  if (!skip.first) {
+    ctx.logger.info(
+      { input: inputName(message) },
+      'an input judged poison is redone after an abort: skipped again at once, its records not produced (counted and reported once)',
+    );
+    return true;
+  }
   ctx.book.counts.skippedInputs += 1;
   ctx.logger.error(
     { err: skip.error, input: inputName(message), outputTopic: skip.outputTopic },

@@ -61,6 +61,8 @@ export class DeliveryTag {
     readonly work: TransactionWork,
     readonly input: InputCoordinates,
     readonly outputTopic: string,
+    /** The generation of the input's stream. */
+    readonly generation: number,
   ) {}
 }
 
@@ -92,7 +94,8 @@ export class TransactionWork {
   delivered(tag: DeliveryTag, error: KafkaClientError | undefined): void {
     this.reported += 1;
     if (error !== undefined && !PURGED.has(error.kafkaCode)) {
-      this.failures.push({ input: tag.input, outputTopic: tag.outputTopic, error });
+      const { input, outputTopic, generation } = tag;
+      this.failures.push({ input, generation, outputTopic, error });
     }
     if (this.reported >= this.produced) for (const go of this.waiters.splice(0)) go();
   }
@@ -123,7 +126,7 @@ export class TransactionWork {
           toBuffer(record.value),
           toBuffer(record.key),
           record.headers?.map(([k, v]) => ({ [k]: v })),
-          new DeliveryTag(this, f.message, record.topic),
+          new DeliveryTag(this, f.message, record.topic, f.control.generation),
         );
         this.produced += 1;
       } catch (error) {

@@ -193,7 +193,8 @@ export class Transactions implements OffsetCommits {
    * go into the open transaction once every message before it in its partition did.
    */
   settle(control: PartitionControl, message: KafkaMessage, records: readonly OutputRecord[]): void {
-    if (skipsPoison(this.ctx, message)) {
+    if (this.book.dead(control)) return; // its result no longer counts: nothing is skipped
+    if (skipsPoison(this.ctx, control, message)) {
       this.ctx.writer.settle(control, message, []);
       return;
     }
@@ -204,6 +205,7 @@ export class Transactions implements OffsetCommits {
   private refused(f: Finished, record: OutputRecord, err: unknown): void {
     const failure = {
       input: f.message,
+      generation: f.control.generation,
       outputTopic: record.topic,
       error: toKafkaError(err, 'the transactional producer refused a record'),
     };
