@@ -562,6 +562,38 @@ describe('processTransactional()', () => {
       await s.consumer.close();
     });
 
+    it('commits every maxMs while the producer’s queue is the bottleneck (a message partly in at almost every check): each long before transaction.timeout.ms', async () => {
+      // A producer queue of 8 records freeing one every 5 ms (≈ 40 five-record inputs a second)
+      // behind handlers that finish at once: produce() refuses part-way through most inputs, so
+      // the open transaction nearly always holds a partly-written message when the loop checks.
+      let tokens = 8;
+      let last = Date.now();
+      const queueFull = (): boolean => {
+        const now = Date.now();
+        tokens = Math.min(8, tokens + (now - last) / 5);
+        last = now;
+        if (tokens < 1) return true;
+        tokens -= 1;
+        return false;
+      };
+      const s = setup({ queueFull }, { commitTimeoutMs: 500 });
+      run(s, five, { maxMs: 50, producerConfig: { 'transaction.timeout.ms': 3000 } });
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 2000);
+      s.fake().rebalanceAssign([tp(0)]);
+      // Before: nothing committed until maxMessages (500 inputs, ≈ 12 s here), by then past the
+      // transaction's deadline, so aborted and redone for ever.
+      await until(
+        () => s.producer().transactions.filter((t) => t.outcome === 'committed').length >= 5,
+        'five transactions committed',
+        2000,
+      );
+      assert.ok((committed(s, 0) ?? 0) > 0, 'offsets moved');
+      assert.deepEqual(s.producer().expiredCalls, [], 'no call reached an expired transaction');
+      assertWholeInputs(s, fiveEach);
+      await s.consumer.close();
+    });
+
     it('aborts the open transaction when a partition is lost while one of its messages is partly in it', async () => {
       let lost = false;
       const q = queueFullOn('0:0:2', () => !lost);

@@ -244,7 +244,14 @@ export class TransactionWriter {
           } else this.host.full();
           return;
         }
-        if (this.handOver(f) !== 'written') return; // retried shortly (queue full) or aborting
+        if (this.handOver(f) !== 'written') {
+          // Retried shortly (queue full) or aborting. The other partitions go first next time: the
+          // queue refuses part-way through most inputs when it is the bottleneck, and a pump that
+          // always began with the same partition starved the others (nothing of theirs written).
+          this.waiting.delete(control);
+          this.waiting.set(control, map);
+          return;
+        }
       }
       if (map.size === 0) this.waiting.delete(control);
     }
