@@ -220,7 +220,7 @@ describe('rebalances$: every assigned partition ends exactly once', () => {
     });
   }
 
-  it('a rebalance error does not overtake an assignment waiting for its onAssign hook (second review)', async () => {
+  it('a rebalance error does not overtake an assignment waiting for its onAssign hook', async () => {
     const hook = gate();
     const h = harness(
       {
@@ -248,7 +248,7 @@ describe('rebalances$: every assigned partition ends exactly once', () => {
   });
 
   for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
-    it(`${protocol}: an assignment that names a partition already owned, with no revoke between, ends the old stream (second review)`, async () => {
+    it(`${protocol}: an assignment that names a partition already owned, with no revoke between, ends the old stream`, async () => {
       const h = harness({}, { protocol });
       subs.push(h.consumer.process(() => undefined).subscribe());
       await until(() => h.fake().isConnected(), 'connect');
@@ -265,7 +265,7 @@ describe('rebalances$: every assigned partition ends exactly once', () => {
     });
   }
 
-  it('a revoke that ends partly lost, partly revoked keeps its phases in the metrics (second review)', async () => {
+  it('a revoke that ends partly lost, partly revoked keeps its phases in the metrics', async () => {
     const h = harness({ drainTimeoutMs: 3000 }, { protocol: 'COOPERATIVE' });
     const slow = gate();
     const handled: string[] = [];
