@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
-import { ConfigError, ReactiveConsumer } from '../lib';
+import { ConfigError, ErrorCode, ReactiveConsumer } from '../lib';
 import { DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib/internal/settings/resolve-settings';
 import type { ReactiveConsumerOptions } from '../lib';
 import { ConsumerClient } from '../lib/internal/binding/consumer-client';
@@ -331,6 +331,21 @@ describe('option names', () => {
     const documented = [...table.matchAll(/^\| `(\w+)`/gm)].map((m) => m[1]);
     assert.ok(documented.length > 15, `found ${documented.length} options in the README`);
     for (const name of documented) assert.ok(name! in everyOption, `${name} is documented`);
+  });
+
+  it("the README's options table lists every option, and its errors every error code", () => {
+    const readme = readFileSync(join(__dirname, '../README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('\n## Options'));
+    const table = section.slice(0, section.indexOf('\n\n', section.indexOf('\n|')));
+    const documented = new Set([...table.matchAll(/^\| `(\w+)`/gm)].map((m) => m[1]));
+    const missing = Object.keys(everyOption).filter((name) => !documented.has(name));
+    assert.deepEqual(missing, [], 'options missing from the README table');
+    const errors = readme.slice(
+      readme.indexOf('\n## Errors'),
+      readme.indexOf('\n## Documentation'),
+    );
+    const undocumented = Object.values(ErrorCode).filter((code) => !errors.includes(`\`${code}\``));
+    assert.deepEqual(undocumented, [], 'error codes missing from the README');
   });
 
   it('refuses a misspelt option, naming the closest known one', () => {
