@@ -55,7 +55,6 @@ export type { ReactiveConsumerInternals } from './internal/settings/test-seams';
 /**
  * A Kafka consumer whose partitions are RxJS streams, and whose rebalances drain in-flight work,
  * commit it (confirmed by the broker) and only then release the partitions.
- *
  * @example
  * const consumer = new ReactiveConsumer({
  *   config: { 'bootstrap.servers': 'localhost:9092', 'group.id': 'billing' },
@@ -241,7 +240,8 @@ export class ReactiveConsumer {
     options: TransactionalOptions<K, V> = {},
   ): Observable<Processed<readonly OutputRecord[]>> {
     requireHandler(handler);
-    const { resolved, unit, mode } = transactionalMode(handler, options, {
+    const traced = traceHandler(handler, this.settings.groupId, this.tracer);
+    const { resolved, unit, mode } = transactionalMode(traced as typeof handler, options, {
       settings: this.settings,
       logger: this.logger,
       engine: this.engine,

@@ -10,6 +10,7 @@
  *   message's span. {@link openTelemetryTracing} is one, for `@opentelemetry/api`.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
+import { Observable, isObservable } from 'rxjs';
 import type { HandlerResult, KafkaMessage, MessageBatch } from './types';
 
 /** The tracing channel names (stable; part of the public API). */
@@ -72,6 +73,45 @@ function traced<T>(channel: Channel, trace: HandlerTrace, run: () => T): T {
       throw err;
     }
     channel.end.publish(trace);
+    if (isObservable(result)) {
+      // The work of an Observable handler happens while it runs: asyncStart / asyncEnd (and error)
+      // when it completes, errors or is unsubscribed, with the start stores active in its
+      // subscription.
+      const source = result;
+      return new Observable<unknown>((subscriber) => {
+        let done = false;
+        const finish = (err?: unknown): void => {
+          if (done) return;
+          done = true;
+          if (err !== undefined) {
+            trace.error = err;
+            channel.error.publish(trace);
+          }
+          channel.asyncStart.publish(trace);
+          channel.asyncEnd.publish(trace);
+        };
+        const sub = channel.start.runStores(trace, () =>
+          source.subscribe({
+            next: (value) => {
+              trace.result = value;
+              subscriber.next(value);
+            },
+            error: (err: unknown) => {
+              finish(err);
+              subscriber.error(err);
+            },
+            complete: () => {
+              finish();
+              subscriber.complete();
+            },
+          }),
+        );
+        return () => {
+          sub.unsubscribe();
+          finish();
+        };
+      }) as T;
+    }
     if (!isPromiseLike(result)) {
       trace.result = result;
       return result;

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import diagnosticsChannel from 'node:diagnostics_channel';
+import { Observable } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import * as api from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -17,9 +18,10 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { TracingChannel, openTelemetryTracing } from '../lib';
-import type { HandlerTrace } from '../lib';
+import type { HandlerTrace, KafkaMessage } from '../lib';
 import { T, committed, harness, tp, until } from './helpers/harness';
 import type { Harness } from './helpers/harness';
+import { transactionalHarness } from './helpers/transactional';
 
 const PRODUCER_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PRODUCER_SPAN = '00f067aa0ba902b7';
@@ -201,6 +203,65 @@ describe('tracing', () => {
       assert.equal(span.attributes['messaging.batch.message_count'], 3);
       assert.equal(span.links.length, 3);
       assert.ok(span.events.some((e) => e.name === 'exception'));
+    });
+
+    it("an Observable handler's span lasts until it completes, and its subscription runs in the span", async () => {
+      const tracer = provider.getTracer('test');
+      const h = harness({ tracing: openTelemetryTracing(api, { tracer }) });
+      const activeInside: (string | undefined)[] = [];
+      const completedAt: number[] = [];
+      subs.push(
+        h.consumer
+          .process(
+            () =>
+              new Observable<string>((subscriber) => {
+                activeInside.push(api.trace.getActiveSpan()?.spanContext().spanId);
+                const timer = setTimeout(() => {
+                  tracer.startSpan('inside the observable').end();
+                  completedAt.push(Date.now());
+                  subscriber.next('done');
+                  subscriber.complete();
+                }, 30);
+                return () => clearTimeout(timer);
+              }),
+          )
+          .subscribe(),
+      );
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 1);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(h) === 1, 'committed');
+      await h.consumer.close();
+      const spans = exporter.getFinishedSpans();
+      const [span] = spans.filter((x) => x.name === `process ${T}`);
+      assert.ok(span);
+      const endedAt = span.endTime[0] * 1000 + span.endTime[1] / 1e6;
+      assert.ok(endedAt >= (completedAt[0] ?? Infinity) - 1, 'ended once the Observable completed');
+      assert.deepEqual(activeInside, [span.spanContext().spanId], 'subscribed inside the span');
+      const inner = spans.find((x) => x.name === 'inside the observable');
+      assert.equal(inner?.parentSpanContext?.spanId, span.spanContext().spanId);
+    });
+
+    it('traces processTransactional() handlers too', async () => {
+      const tracer = provider.getTracer('test');
+      const s = transactionalHarness({}, { tracing: openTelemetryTracing(api, { tracer }) });
+      subs.push(
+        s.consumer
+          .processTransactional((m: KafkaMessage) => [{ topic: 'out', value: `${m.offset}` }], {
+            transactionalId: 'tx-traced',
+          })
+          .subscribe(),
+      );
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 2);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s) === 2, 'committed');
+      await s.consumer.close();
+      const spans = exporter.getFinishedSpans().filter((x) => x.name === `process ${T}`);
+      assert.deepEqual(
+        spans.map((x) => x.attributes['messaging.kafka.offset']),
+        [0, 1],
+      );
     });
   });
 });
