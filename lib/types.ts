@@ -122,9 +122,10 @@ export interface RetryOptions {
   jitter?: number;
   /**
    * Whether a failure is worth retrying, asked before each retry with the handler's error and the
-   * message (for `processBatch()`, the batch's first message). `false` skips the retries left and
-   * applies `onFailure` at once — for errors no retry can fix (a validation error, a 4xx answer).
-   * A predicate that throws counts as `false` (its error is logged). Deserialization errors are
+   * message (for `processBatch()`, the batch's first message). `false` (any falsy answer) skips
+   * the retries left and applies `onFailure` at once — for errors no retry can fix (a validation
+   * error, a 4xx answer). It must answer synchronously (a Promise is warned about and retried). A
+   * predicate that throws counts as `false` (its error is logged). Deserialization errors are
    * never retried, whatever it says.
    * @default every handler error is retried
    */

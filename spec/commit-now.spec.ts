@@ -8,7 +8,7 @@ import * as Kafka from 'node-rdkafka';
 import type { Subscription } from 'rxjs';
 import { ClosedError, CommitError } from '../lib';
 import type { KafkaMessage, OutputRecord } from '../lib';
-import { T, committed, harness, tp, until } from './helpers/harness';
+import { T, committed, gate, harness, tp, until } from './helpers/harness';
 import { transactionalHarness } from './helpers/transactional';
 
 const E = Kafka.CODES.ERRORS;
@@ -40,6 +40,31 @@ describe('consumer.commit()', () => {
     assert.deepEqual(await h.consumer.commit(), [
       { topic: T, partition: 0, status: 'unchanged', offset: 5 },
     ]);
+    await h.consumer.close();
+  });
+
+  it("called while a revoke drains, answers with that revoke's final commit", async () => {
+    const h = harness({ commitIntervalMs: 600_000, commitTimeoutMs: 2000 });
+    const release = gate();
+    const done: number[] = [];
+    subs.push(
+      h.consumer
+        .process(async (m: KafkaMessage) => {
+          if (m.offset === 4) await release.promise;
+          done.push(m.offset);
+        })
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 5);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => done.length === 4, 'four processed, the fifth running');
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoking'), 'revoking');
+    const answer = h.consumer.commit();
+    release.open(); // the drain ends; the final commit covers 0..4
+    assert.deepEqual(await answer, [{ topic: T, partition: 0, status: 'committed', offset: 4 }]);
+    assert.ok((committed(h) ?? 0) >= 4, 'the broker holds it');
     await h.consumer.close();
   });
 

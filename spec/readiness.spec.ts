@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { Writable } from 'node:stream';
 import type { Subscription } from 'rxjs';
-import { ClosedError } from '../lib';
+import { ClosedError, StartPositionError } from '../lib';
 import { harness, tp, until } from './helpers/harness';
 
 /** A pino logger whose lines the test reads. */
@@ -64,6 +64,19 @@ describe('ready() and a pipeline never subscribed', () => {
     await h.consumer.close();
     await assert.rejects(ready, (e: unknown) => e instanceof ClosedError);
     await assert.rejects(h.consumer.ready(), (e: unknown) => e instanceof ClosedError);
+  });
+
+  it('rejects when the onAssign hook fails on the first assignment (the consumer ends)', async () => {
+    const h = harness({
+      onAssign: async () => {
+        throw new Error('onAssign boom');
+      },
+    });
+    const ready = h.consumer.ready();
+    subs.push(h.consumer.process(() => undefined).subscribe({ error: () => undefined }));
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().rebalanceAssign([tp(0)]);
+    await assert.rejects(ready, (e: unknown) => e instanceof StartPositionError);
   });
 
   it('warns once when process() is called and its Observable never subscribed', async () => {

@@ -5,10 +5,12 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import { ConfigError, TimeoutError } from '../lib';
-import type { ConsumerEvent, KafkaMessage, ReactiveConsumerOptions } from '../lib';
+import type { ConsumerEvent, KafkaMessage, OutputRecord, ReactiveConsumerOptions } from '../lib';
 import { ReactiveConsumer } from '../lib';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
 import type { Harness } from './helpers/harness';
+import { transactionalHarness } from './helpers/transactional';
+import type { TransactionalHarness } from './helpers/transactional';
 
 describe('onRevoke (the revoke hook)', () => {
   const subs: Subscription[] = [];
@@ -122,6 +124,71 @@ describe('onRevoke (the revoke hook)', () => {
     assert.ok(failed?.type === 'revoke-hook-failed' && failed.error instanceof TimeoutError);
     assert.equal(committed(h), 5);
     await h.consumer.close();
+  });
+
+  it('a close() while the hook runs brings its deadline forward: the final commit still happens in time', async () => {
+    let signal: AbortSignal | undefined;
+    const { h } = await running(
+      (_partitions, context) => {
+        signal = context.signal;
+        return new Promise<void>(() => undefined); // ignores its signal, never settles
+      },
+      { commitIntervalMs: 600_000, drainTimeoutMs: 10_000 },
+    );
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => signal !== undefined, 'the hook to start');
+    const closedAt = Date.now();
+    await h.consumer.close({ timeoutMs: 1000 });
+    assert.ok(Date.now() - closedAt < 1500, `close took ${Date.now() - closedAt} ms`);
+    assert.equal(signal?.aborted, true, 'the hook was told to stop');
+    assert.equal(committed(h), 5, 'the final commit made it before the close ended');
+    assert.ok(phases(h).includes('revoked'), phases(h).join(','));
+  });
+
+  it('with processTransactional(): nothing of the revoked partitions is committed while the hook runs', async () => {
+    const hold = gate();
+    const box: { s?: TransactionalHarness } = {};
+    let atHookEnd: number | undefined = -1;
+    const s = transactionalHarness(
+      {},
+      {
+        commitIntervalMs: 600_000,
+        onRevoke: async () => {
+          await hold.promise;
+          atHookEnd = committed(box.s as TransactionalHarness);
+        },
+      },
+    );
+    box.s = s;
+    const handled: number[] = [];
+    subs.push(
+      s.consumer
+        .processTransactional(
+          (m: KafkaMessage): OutputRecord[] => {
+            handled.push(m.offset);
+            return [{ topic: 'out', value: `${m.offset}` }];
+          },
+          { transactionalId: 'tx-hook', maxMs: 50, maxMessages: 1000 },
+        )
+        .subscribe({ error: () => undefined }),
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    s.fake().produce(T, 0, 3);
+    s.fake().rebalanceAssign([tp(0)]);
+    await until(() => handled.length === 3, 'handled');
+    // A periodic commit may have committed some already; the rest waits for the hook.
+    const before = committed(s);
+    s.fake().rebalanceRevoke([tp(0)]);
+    await until(() => phases(s).includes('drained'), 'drained');
+    // Several maxMs periods pass while the hook holds: no periodic commit may move the offset.
+    const heldSince = Date.now();
+    await until(() => Date.now() - heldSince > 300, 'several maxMs periods', 2000);
+    assert.equal(committed(s), before, 'nothing committed while the hook runs');
+    hold.open();
+    await until(() => phases(s).includes('revoked'), 'revoked');
+    assert.equal(atHookEnd, before);
+    assert.equal(committed(s), 3, 'the final commit after the hook');
+    await s.consumer.close();
   });
 
   it('is not called for partitions lost', async () => {

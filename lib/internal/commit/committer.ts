@@ -58,6 +58,11 @@ export interface OffsetCommits {
   lost(controls: readonly PartitionControl[]): void;
   /** `consumer.commit()`: the next `maybeCommit` commits whatever its interval says. */
   commitSoon(): void;
+  /**
+   * Holds the periodic commits until the returned function is called (a revoke's `onRevoke` hook
+   * runs: nothing of its partitions may be committed before it returns).
+   */
+  holdPeriodic(): () => void;
   /** Transactions only: what the last final commit did with the open transaction. */
   readonly lastFinal: RevokeTransaction | undefined;
   /**
@@ -112,6 +117,11 @@ export class Committer implements OffsetCommits {
 
   /** Partitions released as lost: nothing is committed for them, and no open work to undo. */
   lost(): void {}
+
+  /** Group commits skip streams being revoked already: nothing to hold. */
+  holdPeriodic(): () => void {
+    return () => undefined;
+  }
 
   /** The next `maybeCommit` (after the commit in flight, if any) ignores `commitIntervalMs`. */
   commitSoon(): void {

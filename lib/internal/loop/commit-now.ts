@@ -2,8 +2,9 @@
  * `consumer.commit()`: commit what has been processed now, and answer once the broker confirmed it.
  * The commit strategy is asked to commit at its next turn (the loop's, between two consume calls:
  * the periodic commit, or the open transaction's) regardless of its interval; the call then waits
- * until each partition owned at the call has that offset confirmed (`lastCommitted` moves only on
- * the broker's confirmation), was released, or the wait ran out.
+ * until each partition owned at the call — one being revoked included, whose final commit answers
+ * it — has that offset confirmed (`lastCommitted` moves only on the broker's confirmation), was
+ * released, or the wait ran out.
  */
 import { ClosedError, CommitError } from '../../errors';
 import type { PartitionCommitResult } from '../../types';
@@ -36,8 +37,10 @@ export async function commitNow(
   if (commits === undefined || stateKind !== 'running') return [];
   const targets: Target[] = [];
   for (const control of assignments.values()) {
+    // A stream being revoked counts too: its revoke's final commit confirms it (or it is released
+    // first, and reported so).
     const offset = control.ledger.committable();
-    if (!control.active || offset === undefined) continue;
+    if (released({ control, offset: 0, before: undefined }) || offset === undefined) continue;
     targets.push({ control, offset, before: control.lastCommitted });
   }
   if (targets.some((t) => !confirmed(t))) {

@@ -14,8 +14,14 @@ export function firstAssignment(engine: ConsumerEngine): Promise<void> {
       next: (e) => {
         if (e.type !== 'assigned' || done) return;
         done = true;
-        resolve();
         sub?.unsubscribe();
+        // Decided once the assignment's handling is over: an onAssign hook that failed ends the
+        // consumer right after its assignment was answered, and then it is not ready.
+        queueMicrotask(() => {
+          const failure = engine.failure;
+          if (failure === undefined) resolve();
+          else reject(failure);
+        });
       },
       // The consumer closed (or failed) before it was assigned anything.
       complete: () => {

@@ -106,7 +106,15 @@ export class FailurePolicy<R, O> {
   /** `retry.when`'s answer; a predicate that throws says no (logged). */
   private retryable(err: unknown, message: KafkaMessage): boolean {
     try {
-      return this.options.retry.when(err, message) !== false;
+      const answer: unknown = this.options.retry.when(err, message);
+      if (answer !== null && typeof (answer as { then?: unknown })?.then === 'function') {
+        this.logger.warn(
+          coordinatesOf(message),
+          'retry.when returned a Promise: it must answer synchronously; the failure is retried',
+        );
+        return true;
+      }
+      return Boolean(answer);
     } catch (predicateError) {
       this.logger.warn(
         { ...coordinatesOf(message), err: predicateError, handlerError: err },

@@ -8,8 +8,8 @@ import type { ReactiveConsumerOptions } from '../../config';
 import { TimeoutError } from '../../errors';
 import type { ConsumerEvent } from '../../events';
 import type { TopicPartition } from '../../types';
-import { timerDelay } from '../loop/timers';
-import { settlesWithin } from '../loop/wait-conditions';
+import { untilMoving } from '../loop/wait-conditions';
+import type { Conditions } from '../loop/wait-conditions';
 
 export class RevokeHook {
   constructor(
@@ -23,13 +23,20 @@ export class RevokeHook {
     return this.hook !== undefined;
   }
 
-  /** Runs the hook for `partitions` until `by` (ms since the epoch); never throws. */
-  async run(partitions: readonly TopicPartition[], by: number): Promise<void> {
+  /**
+   * Runs the hook for `partitions` until `by()` (ms since the epoch; a close may bring it forward
+   * while the hook runs: the wait follows it); never throws.
+   */
+  async run(
+    partitions: readonly TopicPartition[],
+    by: () => number,
+    conditions: Conditions,
+  ): Promise<void> {
     const hook = this.hook;
     if (hook === undefined) return;
     const list = partitions.map(({ topic, partition }) => ({ topic, partition }));
-    const left = by - Date.now();
-    if (left <= 0) {
+    const startedAt = Date.now();
+    if (by() <= startedAt) {
       this.failed(
         list,
         new TimeoutError(
@@ -44,20 +51,31 @@ export class RevokeHook {
     const controller = new AbortController();
     let failure: unknown;
     let failed = false;
-    const call = (async () => hook(list, { signal: controller.signal, deadline: by }))().catch(
-      (err: unknown) => {
+    let settled = false;
+    void (async () => hook(list, { signal: controller.signal, deadline: by() }))()
+      .catch((err: unknown) => {
         failed = true;
         failure = err;
-      },
+      })
+      .finally(() => {
+        settled = true;
+        conditions.changed();
+      });
+    const inTime = await untilMoving(
+      (c, d) => conditions.until(c, d),
+      () => settled,
+      by,
     );
-    const timer = setTimeout(() => controller.abort(), timerDelay(left));
-    const inTime = await settlesWithin(call, left);
-    clearTimeout(timer);
     if (!inTime) {
       controller.abort();
+      const tookMs = Date.now() - startedAt;
       this.failed(
         list,
-        new TimeoutError(`the onRevoke hook was still running after ${left} ms`, 'onRevoke', left),
+        new TimeoutError(
+          `the onRevoke hook was still running after ${tookMs} ms`,
+          'onRevoke',
+          tookMs,
+        ),
         'the onRevoke hook was still running at its deadline: committing without waiting for it (its signal is aborted)',
       );
     } else if (failed) {

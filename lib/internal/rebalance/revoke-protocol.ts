@@ -114,8 +114,19 @@ export async function revoke(ctx: RevokeContext, parts: RevokeParts): Promise<Re
   // The user's onRevoke (flush a sink of these partitions) before the final commit, which keeps
   // its share of the deadline.
   if (hook.present) {
-    const commitShare = Math.min(commitReserve, Math.floor((deadline - startedAt) / 4));
-    await hook.run(partitions, deadline - commitShare);
+    // Its bound follows a close() that brings the revoke's deadline forward meanwhile. The
+    // strategy commits nothing of these partitions while it runs (the transactions' periodic
+    // commit would carry their offsets).
+    const hookBy = (): number => {
+      const by = Math.min(startedAt + total, shutdown.revokeBy());
+      return by - Math.min(commitReserve, Math.floor((by - startedAt) / 4));
+    };
+    const resume = commits.holdPeriodic();
+    try {
+      await hook.run(partitions, hookBy, conditions);
+    } finally {
+      resume();
+    }
   }
 
   // A periodic commit sent earlier must settle first so it cannot land after the final one;

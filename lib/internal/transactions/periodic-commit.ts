@@ -16,7 +16,7 @@ export function maybeCommit(ctx: TransactionContext): void {
   // so its records and its offset still commit together. Skipping here instead kept a transaction
   // open past maxMs, and past transaction.timeout.ms, whenever the producer's queue was the
   // bottleneck (a partly-written message at almost every check).
-  if (book.op !== undefined || book.state.kind !== 'open') {
+  if (book.op !== undefined || book.state.kind !== 'open' || book.periodicHeld > 0) {
     return;
   }
   const { openedAt, messages } = txn;
@@ -44,7 +44,7 @@ export function maybeCommit(ctx: TransactionContext): void {
 
 /** Commits the open transaction unless an operation is in flight (the writer's `full` asks too). */
 export function commitInBackground(ctx: TransactionContext): void {
-  if (ctx.book.op !== undefined) return;
+  if (ctx.book.op !== undefined || ctx.book.periodicHeld > 0) return;
   ctx.book.commitRequested = false;
   void commit(ctx, 'periodic', Date.now() + ctx.settings.commitTimeoutMs * 2);
 }

@@ -63,6 +63,8 @@ export class TransactionBook {
   lastCommitAt = Date.now();
   /** `consumer.commit()` asked for a commit: the next `maybeCommit` commits what is open. */
   commitRequested = false;
+  /** Periodic commits held while a revoke's onRevoke hook runs (how many holds). */
+  periodicHeld = 0;
   lastFinal: FinalTransaction = { outcome: 'none', messages: 0, records: 0 };
   readonly counts = {
     committed: 0,

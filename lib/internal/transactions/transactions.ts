@@ -240,6 +240,17 @@ export class Transactions implements OffsetCommits {
   }
 
   /** Partitions taken away without a commit: their work must not be committed by anyone here. */
+  /** A revoke's onRevoke hook runs: no periodic commit (it would carry the revoked offsets). */
+  holdPeriodic(): () => void {
+    this.book.periodicHeld += 1;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      this.book.periodicHeld -= 1;
+    };
+  }
+
   /** `consumer.commit()`: the open transaction commits at the next `maybeCommit`. */
   commitSoon(): void {
     this.book.commitRequested = true;
