@@ -518,6 +518,9 @@ function settleExit(run: WorkerRun): void {
   run.stoppedAt = s?.at ?? Date.now();
 }
 
+/** How long after a join a member must begin a revoke before another member joins. */
+const JOIN_REVOKE_WAIT_MS = 20_000;
+
 /**
  * Kills a node while a revoke is in flight: the group's coordinator, or (`target: 'follower'`) an
  * in-sync follower of its `__consumer_offsets` partition. Asks the cluster which node coordinates
@@ -546,8 +549,9 @@ async function killBrokerMidRevoke(
     const since = Date.now();
     // A revoke with handlers in flight (they hold it open past the kill; one with none ends in
     // milliseconds, before the node is dead, and the variant would prove nothing). When no member
-    // began one within 10 s of a join (the topic drained meanwhile, or a loaded machine), another
-    // member joins, up to three.
+    // began one within 20 s of a join (the topic drained meanwhile, or a loaded machine: under
+    // make test's lanes a joining worker's start and the group's join rounds took over 10 s, with
+    // no revoke in 4 joins of 10 s once), another member joins, up to three.
     let joins = 0;
     let joinedAt = since;
     join(joins++);
@@ -573,10 +577,10 @@ async function killBrokerMidRevoke(
         }
       }
       if (trigger) break;
-      if (Date.now() > joinedAt + 10_000) {
+      if (Date.now() > joinedAt + JOIN_REVOKE_WAIT_MS) {
         if (joins > 3)
           throw new Error(
-            `${o.name}: no member began a revoke within 10 s of each of ${joins} joins`,
+            `${o.name}: no member began a revoke within ${JOIN_REVOKE_WAIT_MS / 1000} s of each of ${joins} joins`,
           );
         joinedAt = Date.now();
         join(joins);
