@@ -7,9 +7,9 @@ import assert from 'node:assert/strict';
 import * as Kafka from 'node-rdkafka';
 import type { Subscription } from 'rxjs';
 import { ClosedError, CommitError } from '../lib';
-import type { KafkaMessage, OutputRecord } from '../lib';
+import type { KafkaMessage } from '../lib';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
-import { transactionalHarness } from './helpers/transactional';
+import { echoTransactional, transactionalHarness } from './helpers/transactional';
 
 const E = Kafka.CODES.ERRORS;
 
@@ -95,18 +95,12 @@ describe('consumer.commit()', () => {
 
   it('with processTransactional(): commits the open transaction now, records and offsets together', async () => {
     const s = transactionalHarness({}, { commitTimeoutMs: 500 });
-    const handled: number[] = [];
-    subs.push(
-      s.consumer
-        .processTransactional(
-          (m: KafkaMessage): OutputRecord[] => {
-            handled.push(m.offset);
-            return [{ topic: 'out', value: `${m.offset}` }];
-          },
-          { transactionalId: 'tx-commit-now', maxMs: 600_000, maxMessages: 1000 },
-        )
-        .subscribe(),
-    );
+    const { handled, subscription } = echoTransactional(s, {
+      transactionalId: 'tx-commit-now',
+      maxMs: 600_000,
+      maxMessages: 1000,
+    });
+    subs.push(subscription);
     await until(() => s.fake().isConnected(), 'connect');
     s.fake().produce(T, 0, 3);
     s.fake().rebalanceAssign([tp(0)]);

@@ -5,11 +5,11 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import { ConfigError, TimeoutError } from '../lib';
-import type { ConsumerEvent, KafkaMessage, OutputRecord, ReactiveConsumerOptions } from '../lib';
+import type { ConsumerEvent, KafkaMessage, ReactiveConsumerOptions } from '../lib';
 import { ReactiveConsumer } from '../lib';
 import { T, committed, gate, harness, tp, until } from './helpers/harness';
 import type { Harness } from './helpers/harness';
-import { transactionalHarness } from './helpers/transactional';
+import { echoTransactional, transactionalHarness } from './helpers/transactional';
 import type { TransactionalHarness } from './helpers/transactional';
 
 describe('onRevoke (the revoke hook)', () => {
@@ -160,18 +160,12 @@ describe('onRevoke (the revoke hook)', () => {
       },
     );
     box.s = s;
-    const handled: number[] = [];
-    subs.push(
-      s.consumer
-        .processTransactional(
-          (m: KafkaMessage): OutputRecord[] => {
-            handled.push(m.offset);
-            return [{ topic: 'out', value: `${m.offset}` }];
-          },
-          { transactionalId: 'tx-hook', maxMs: 50, maxMessages: 1000 },
-        )
-        .subscribe({ error: () => undefined }),
-    );
+    const { handled, subscription } = echoTransactional(s, {
+      transactionalId: 'tx-hook',
+      maxMs: 50,
+      maxMessages: 1000,
+    });
+    subs.push(subscription);
     await until(() => s.fake().isConnected(), 'connect');
     s.fake().produce(T, 0, 3);
     s.fake().rebalanceAssign([tp(0)]);
