@@ -7,7 +7,8 @@
  * `@opentelemetry/api` is an optional peer dependency: pass the module you use
  * (`import * as api from '@opentelemetry/api'`), so the library never imports it itself.
  */
-import { Observable, isObservable } from 'rxjs';
+import { isObservable } from 'rxjs';
+import { withEnd } from './internal/observe/observable-end';
 import type { HandlerTrace, HandlerTracer } from './tracing';
 
 // The parts of `@opentelemetry/api` this integration uses, structurally: the package's types stay
@@ -151,33 +152,14 @@ export function openTelemetryTracing(
       if (isObservable(result)) {
         // An Observable handler's work happens when it is subscribed: the span lasts until it
         // completes (or errors, or is unsubscribed), and its subscription runs in the span.
-        const source = result;
-        return new Observable<unknown>((subscriber) => {
-          let ended = false;
-          const end = (err?: unknown): void => {
-            if (ended) return;
-            ended = true;
-            if (err !== undefined) fail(span, err);
+        return withEnd(
+          result,
+          (subscribe) => api.context.with(inSpan, subscribe),
+          (failure) => {
+            if (failure !== undefined) fail(span, failure.error);
             span.end();
-          };
-          const sub = api.context.with(inSpan, () =>
-            source.subscribe({
-              next: (value) => subscriber.next(value),
-              error: (err: unknown) => {
-                end(err);
-                subscriber.error(err);
-              },
-              complete: () => {
-                end();
-                subscriber.complete();
-              },
-            }),
-          );
-          return () => {
-            sub.unsubscribe();
-            end();
-          };
-        }) as T;
+          },
+        ) as T;
       }
       if (!isPromiseLike(result)) {
         span.end();

@@ -10,7 +10,8 @@
  *   message's span. {@link openTelemetryTracing} is one, for `@opentelemetry/api`.
  */
 import diagnosticsChannel from 'node:diagnostics_channel';
-import { Observable, isObservable } from 'rxjs';
+import { isObservable } from 'rxjs';
+import { withEnd } from './internal/observe/observable-end';
 import type { HandlerResult, KafkaMessage, MessageBatch } from './types';
 
 /** The tracing channel names (stable; part of the public API). */
@@ -77,40 +78,19 @@ function traced<T>(channel: Channel, trace: HandlerTrace, run: () => T): T {
       // The work of an Observable handler happens while it runs: asyncStart / asyncEnd (and error)
       // when it completes, errors or is unsubscribed, with the start stores active in its
       // subscription.
-      const source = result;
-      return new Observable<unknown>((subscriber) => {
-        let done = false;
-        const finish = (err?: unknown): void => {
-          if (done) return;
-          done = true;
-          if (err !== undefined) {
-            trace.error = err;
+      return withEnd(
+        result,
+        (subscribe) => channel.start.runStores(trace, subscribe),
+        (failure) => {
+          if (failure !== undefined) {
+            trace.error = failure.error;
             channel.error.publish(trace);
           }
           channel.asyncStart.publish(trace);
           channel.asyncEnd.publish(trace);
-        };
-        const sub = channel.start.runStores(trace, () =>
-          source.subscribe({
-            next: (value) => {
-              trace.result = value;
-              subscriber.next(value);
-            },
-            error: (err: unknown) => {
-              finish(err);
-              subscriber.error(err);
-            },
-            complete: () => {
-              finish();
-              subscriber.complete();
-            },
-          }),
-        );
-        return () => {
-          sub.unsubscribe();
-          finish();
-        };
-      }) as T;
+        },
+        (value) => (trace.result = value),
+      ) as T;
     }
     if (!isPromiseLike(result)) {
       trace.result = result;

@@ -21,8 +21,9 @@ interface Target {
 
 const confirmed = (t: Target): boolean =>
   t.control.lastCommitted !== undefined && t.control.lastCommitted >= t.offset;
-const released = (t: Target): boolean =>
-  t.control.state === 'released' || t.control.state === 'fenced';
+const isReleased = (control: PartitionControl): boolean =>
+  control.state === 'released' || control.state === 'fenced';
+const released = (t: Target): boolean => isReleased(t.control);
 
 export async function commitNow(
   stateKind: string,
@@ -40,7 +41,7 @@ export async function commitNow(
     // A stream being revoked counts too: its revoke's final commit confirms it (or it is released
     // first, and reported so).
     const offset = control.ledger.committable();
-    if (released({ control, offset: 0, before: undefined }) || offset === undefined) continue;
+    if (isReleased(control) || offset === undefined) continue;
     targets.push({ control, offset, before: control.lastCommitted });
   }
   if (targets.some((t) => !confirmed(t))) {

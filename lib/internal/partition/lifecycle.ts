@@ -47,8 +47,6 @@ export interface LifecycleParts {
   readonly streams: { next(control: PartitionControl): void };
   /** `group.instance.id` when this consumer is a static member. */
   readonly staticInstanceId: string | undefined;
-  /** Called after a stream's ack was applied (the observer's hooks, say). */
-  readonly afterAck?: (control: PartitionControl) => void;
 }
 
 export class PartitionLifecycle {
@@ -148,7 +146,6 @@ export class PartitionLifecycle {
   private readonly acked = (control: PartitionControl): void => {
     this.parts.assignments.acked(control);
     this.parts.flow.afterAck(control);
-    this.parts.afterAck?.(control);
     this.parts.conditions.changed();
   };
 
@@ -164,7 +161,7 @@ export class PartitionLifecycle {
     for (const c of controls) c.fence(reason);
   }
 
-  /** Streams still owned now, and whether each still owns its partition (for the final commit). */
+  /** Whether the stream still owns its partition (no newer assignment took it): the final commit is for those only. */
   stillOwned(control: PartitionControl): boolean {
     return this.parts.assignments.owns(control) && this.parts.calls.stillAssigned(control);
   }
