@@ -321,10 +321,23 @@ export async function waitFor(
   { timeoutMs, what, intervalMs = 50 }: WaitOptions,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
   for (;;) {
-    if (await condition()) return;
-    if (Date.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    // A probe that fails (a committed() or watermark query timing out while the broker is busy)
+    // says "not yet", not "never": asked again until the deadline, which then names its error.
+    try {
+      if (await condition()) return;
+      lastError = undefined;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}` +
+          (lastError === undefined ? '' : `; the last check failed: ${String(lastError)}`),
+        { cause: lastError },
+      );
+    }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

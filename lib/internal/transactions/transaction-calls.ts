@@ -5,6 +5,7 @@
  * can heal turned into the typed error that stops the consumer.
  */
 import { ProducerFencedError, TransactionError } from '../../errors';
+import { Code } from '../binding/rdkafka';
 import { NATIVE_CALL_MS } from '../loop/timers';
 import { closeBound } from './transaction-context';
 import type { TransactionContext } from './transaction-context';
@@ -28,6 +29,8 @@ export function track(ctx: TransactionContext, op: Promise<unknown>): Promise<vo
   ctx.book.op = tracked;
   return tracked;
 }
+
+const TIMED_OUT = Code.TIMED_OUT;
 
 /**
  * Calls `fn` again while librdkafka says its error is retriable and the deadline allows: `by`,
@@ -61,13 +64,18 @@ export async function retrying(
     } catch (err) {
       const failure: TxnFailure | undefined = err instanceof TxnCallError ? err.failure : undefined;
       if (failure?.kind !== 'retriable' || Date.now() + 100 >= deadline()) throw err;
-      if (Date.now() - calledAt >= timeoutMs) {
-        // It waited its whole call: made again at once (librdkafka resumes what it can).
+      // librdkafka's "timed out", or a call that waited its whole time (the clock may say it
+      // returned a millisecond early): made again at once (librdkafka resumes what it can).
+      if (failure.error.kafkaCode === TIMED_OUT || Date.now() - calledAt >= timeoutMs) {
         ctx.logger.debug({ err, attempt }, 'transactional call timed out; calling it again');
-      } else {
-        ctx.logger.warn({ err, attempt }, 'transactional call failed (retriable); retrying');
-        await new Promise((r) => setTimeout(r, Math.min(100 * attempt, 1000)));
+        continue;
       }
+      // Any other retriable failure after a pause, which must leave room for the call: a call
+      // made after the deadline would reach a broker that aborted the transaction meanwhile.
+      const pauseMs = Math.min(100 * attempt, 1000);
+      if (Date.now() + pauseMs + 100 >= deadline()) throw err;
+      ctx.logger.warn({ err, attempt }, 'transactional call failed (retriable); retrying');
+      await new Promise((r) => setTimeout(r, pauseMs));
     }
   }
 }
