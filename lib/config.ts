@@ -8,6 +8,7 @@ import type { HandlerTracer } from './tracing';
 import type { ConsumerGlobalConfig, ConsumerTopicConfig } from 'node-rdkafka';
 import type { AssignedPartition, StartPosition, TopicPartition } from './types';
 import type { OAuthBearerTokenProvider } from './internal/binding/oauth-bearer';
+import type { KafkaBinding } from './binding';
 
 // An option added here goes into its list in lib/internal/settings/option-names.ts too (the type
 // check insists): a name missing there is refused as unknown.
@@ -156,6 +157,15 @@ export interface ReactiveConsumerOptions {
    * (give it its own `deadLetter.producerConfig` credentials).
    */
   oauthBearerToken?: OAuthBearerTokenProvider;
+  /**
+   * The node-rdkafka-compatible module every client of this consumer is built from: the consumer,
+   * the dead-letter producer, the transactional producer and the completed-offset store's clients.
+   * For the companion build with batch conversion (README, "Fast path"):
+   * `binding: require('reactive-rdkafka-fast-binding')`. A module without node-rdkafka's classes
+   * is a `ConfigError`. `health().details.binding` names the one in use.
+   * @default require('node-rdkafka')
+   */
+  binding?: KafkaBinding;
 }
 
 /** The library's tuning options with every default applied. */
@@ -189,4 +199,6 @@ export interface ConsumerSettings {
   readonly rememberCompleted: { readonly topic: string; readonly maxRuns: number } | undefined;
   /** The OAUTHBEARER token provider, if any (see {@link ReactiveConsumerOptions.oauthBearerToken}). */
   readonly oauthBearerToken: OAuthBearerTokenProvider | undefined;
+  /** The binding every client is built from (see {@link ReactiveConsumerOptions.binding}). */
+  readonly binding: KafkaBinding;
 }

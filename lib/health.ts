@@ -1,6 +1,7 @@
 /**
  * `consumer.health()`: an answer a liveness or readiness probe can use. See docs/observability.md.
  */
+import type { BindingInfo } from './binding';
 import type { StalledHandler } from './metrics';
 
 /** The individual checks of {@link ConsumerHealth}; each true when fine. */
@@ -43,6 +44,8 @@ export interface HealthDetails {
   readonly stalledHandlers: readonly StalledHandler[];
   /** One sentence per failing check. */
   readonly reasons: readonly string[];
+  /** The binding the consumer runs on (the `binding` option), and whether it converts batches. */
+  readonly binding: BindingInfo;
 }
 
 /** The answer of `consumer.health()`. */
@@ -86,6 +89,7 @@ export interface HealthInputs {
     | undefined;
   readonly stalledHandlers: readonly StalledHandler[];
   readonly stallThresholdMs: number;
+  readonly binding: BindingInfo;
 }
 
 /** Decides the health checks from the inputs. Pure. @internal */
@@ -151,6 +155,7 @@ export function evaluateHealth(i: HealthInputs): ConsumerHealth {
       membershipLost: member ? undefined : i.membershipLost,
       stalledHandlers: i.stalledHandlers,
       reasons,
+      binding: i.binding,
     },
   };
 }

@@ -36,6 +36,7 @@ export type {
 } from './opentelemetry';
 export type { OAuthBearerToken, OAuthBearerTokenProvider } from './oauth';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './native';
+export type { BindingInfo, KafkaBinding } from './binding';
 export { ReactiveConsumer } from './reactive-consumer';
 export { deserializers } from './deserializers';
 export type {

@@ -14,6 +14,8 @@ import { ConfigError } from './errors';
 import { resolveProcessOptions } from './process-options';
 import type { ResolvedProcessOptions } from './process-options';
 import type { DecodedMessage, ProcessOptions } from './types';
+import type { KafkaBinding } from './binding';
+import { assertSameBinding } from './internal/binding/binding';
 
 /** One record a transactional handler writes. */
 export interface OutputRecord {
@@ -89,6 +91,12 @@ export interface TransactionalOptions<K = Buffer | null, V = Buffer | null> exte
   maxMessages?: number;
   /** Longest a transaction stays open before it is committed, in ms. @default 100 */
   maxMs?: number;
+  /**
+   * The module the transactional producer is built from. It must be the consumer's own `binding`
+   * (`sendOffsetsToTransaction` hands the producer the consumer's native object, which another
+   * build cannot read): any other module is a `ConfigError`. @default the consumer's `binding`
+   */
+  binding?: KafkaBinding;
 }
 
 /** Defaults of {@link TransactionalOptions}. */
@@ -249,8 +257,10 @@ export function resolveTransactionalOptions(
     instanceId,
     maxMessages = TRANSACTIONAL_DEFAULTS.maxMessages,
     maxMs = TRANSACTIONAL_DEFAULTS.maxMs,
+    binding,
     ...rest
   } = checkedOptions(input, TRANSACTIONAL_SCOPE) as TransactionalOptions<unknown, unknown>;
+  assertSameBinding(settings.binding, binding);
   const onFailure = (rest as { onFailure?: unknown }).onFailure;
   if (onFailure !== undefined && onFailure !== 'stop' && onFailure !== 'skip') {
     throw new ConfigError(

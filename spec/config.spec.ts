@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
+import * as Kafka from 'node-rdkafka';
 import { ConfigError, ErrorCode, ReactiveConsumer } from '../lib';
 import { DEFAULT_DRAIN_FRACTION, resolveSettings } from '../lib/internal/settings/resolve-settings';
 import type { ReactiveConsumerOptions } from '../lib';
@@ -298,6 +299,7 @@ const everyOption: Required<ReactiveConsumerOptions> = {
   maxBufferedMessages: 10,
   maxBufferedBytes: 1024,
   resumeThreshold: 0.25,
+  binding: Kafka,
   onAssign: () => 'committed',
   onRevoke: () => undefined,
   rememberCompleted: { topic: 'memories', maxRuns: 8 } satisfies Required<

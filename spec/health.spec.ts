@@ -140,6 +140,12 @@ describe('evaluateHealth', () => {
     stats: undefined,
     stalledHandlers: [],
     stallThresholdMs: 30_000,
+    binding: {
+      name: 'node-rdkafka',
+      version: '3.6.1',
+      librdkafkaVersion: '2.12.0',
+      batchConversion: false,
+    },
   };
 
   it('fails `member` after max.poll.interval.ms without partitions, unless librdkafka reports the group joined', () => {

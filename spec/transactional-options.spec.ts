@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import * as Kafka from 'node-rdkafka';
 import { ConfigError } from '../lib';
 import type { ReactiveConsumerOptions, TransactionalOptions } from '../lib';
 import { resolveSettings } from '../lib/internal/settings/resolve-settings';
@@ -194,6 +195,7 @@ describe('resolveTransactionalOptions', () => {
         instanceId: 'pod-1',
         maxMessages: 10,
         maxMs: 50,
+        binding: Kafka,
       };
       const r = resolve(every);
       assert.equal(r.transactionalId, 'tx-1');

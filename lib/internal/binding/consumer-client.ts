@@ -20,7 +20,7 @@ import type {
   RebalanceCallback,
   TopicPartitionOffset,
 } from './rdkafka';
-import { Code, defaultConsumerFactory, toKafkaError } from './rdkafka';
+import { Code, consumerFactoryOf, toKafkaError } from './rdkafka';
 import { CommitDoubts } from '../commit/commit-doubts';
 import { CommitTracker } from './commit-tracker';
 
@@ -51,7 +51,7 @@ export class ConsumerClient {
     private readonly settings: ConsumerSettings,
     private readonly logger: Logger,
     onRebalance: RebalanceCallback,
-    factory: ConsumerFactory = defaultConsumerFactory,
+    factory: ConsumerFactory = consumerFactoryOf(settings.binding),
     private readonly onConsumeError: (err: KafkaClientError) => void = (err) =>
       logger.warn({ err }, 'consume returned an error'),
   ) {

@@ -58,9 +58,11 @@ export type ConsumerFactory = (
   topicConfig: ConsumerTopicConfig,
 ) => RdKafkaConsumer;
 
-/** @internal */
-export const defaultConsumerFactory: ConsumerFactory = (globalConfig, topicConfig) =>
-  new Kafka.KafkaConsumer(globalConfig, topicConfig);
+/** The consumer factory of a binding (`binding` option; node-rdkafka by default). @internal */
+export const consumerFactoryOf =
+  (binding: { readonly KafkaConsumer: typeof Kafka.KafkaConsumer }): ConsumerFactory =>
+  (globalConfig, topicConfig) =>
+    new binding.KafkaConsumer(globalConfig, topicConfig);
 
 const E = Kafka.CODES.ERRORS;
 
@@ -161,15 +163,34 @@ function codeByDescription(text: string): number | undefined {
   if (descriptions === undefined) {
     descriptions = new Map();
     const err2str = nativeErr2str();
-    if (err2str) {
-      for (const code of Object.values(E)) {
-        if (typeof code !== 'number') continue;
-        const d = err2str(code);
-        if (d && !descriptions.has(d)) descriptions.set(d, code);
-      }
-    }
+    if (err2str) addDescriptions(err2str);
   }
   return descriptions.get(text);
+}
+
+function addDescriptions(err2str: (code: number) => string): void {
+  descriptions ??= new Map();
+  for (const code of Object.values(E)) {
+    if (typeof code !== 'number') continue;
+    try {
+      const d = err2str(code);
+      if (d && !descriptions.has(d)) descriptions.set(d, code);
+    } catch {
+      return; // not librdkafka's err2str after all
+    }
+  }
+}
+
+const described = new WeakSet<(code: number) => string>();
+/**
+ * Adds the descriptions of another binding's librdkafka (the `binding` option's `err2str`), for a
+ * build whose librdkafka words an error differently from node-rdkafka's.
+ */
+export function learnErrorDescriptions(err2str: (code: number) => string): void {
+  if (described.has(err2str)) return;
+  described.add(err2str);
+  codeByDescription('');
+  addDescriptions(err2str);
 }
 
 function nativeErr2str(): ((code: number) => string) | undefined {

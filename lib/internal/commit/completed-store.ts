@@ -4,7 +4,8 @@
  * on assignment. node-rdkafka 3.x can neither send nor read commit metadata (the binding drops it;
  * see integration/binding-contract.test.ts), so Kafka's own offset metadata is not an option.
  */
-import * as Kafka from 'node-rdkafka';
+import type * as Kafka from 'node-rdkafka';
+import type { KafkaBinding } from '../../binding';
 import type { Logger } from '../../logger';
 import type { TopicPartition } from '../../types';
 import { decodeCompleted, encodeCompleted } from './completed-codec';
@@ -29,6 +30,8 @@ export interface KafkaStoreSettings {
   /** Connection and security settings (bootstrap.servers, sasl.*, ssl.*…). */
   readonly connection: Record<string, unknown>;
   readonly timeoutMs: number;
+  /** The module its clients are built from (the consumer's `binding`). */
+  readonly binding: KafkaBinding;
 }
 
 const recordKey = (group: string, tp: TopicPartition): string =>
@@ -49,7 +52,9 @@ export class KafkaCompletedStore implements CompletedStore {
   /** Creates the compacted topic if it does not exist (an existing one is used as it is). */
   private ensureTopic(): Promise<void> {
     this.topicReady ??= new Promise<void>((resolve) => {
-      const admin = Kafka.AdminClient.create({ ...this.settings.connection } as never);
+      const admin = this.settings.binding.AdminClient.create({
+        ...this.settings.connection,
+      } as never);
       admin.createTopic(
         {
           topic: this.settings.topic,
@@ -76,7 +81,7 @@ export class KafkaCompletedStore implements CompletedStore {
   private connectProducer(): Promise<Kafka.Producer> {
     this.producerReady ??= (async () => {
       await this.ensureTopic();
-      const producer = new Kafka.Producer(
+      const producer = new this.settings.binding.Producer(
         {
           ...this.settings.connection,
           dr_cb: true,
@@ -161,7 +166,7 @@ export class KafkaCompletedStore implements CompletedStore {
     if (partitions.length === 0) return out;
     await this.ensureTopic();
     const wanted = new Map(partitions.map((p) => [recordKey(this.settings.group, p), p]));
-    const reader = new Kafka.KafkaConsumer(
+    const reader = new this.settings.binding.KafkaConsumer(
       {
         ...this.settings.connection,
         'group.id': `${this.settings.group}.completed-offsets-reader`,

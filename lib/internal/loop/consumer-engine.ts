@@ -23,6 +23,7 @@ import {
 } from '../binding/client-error-classifier';
 import type { ClientLog, Verdict } from '../binding/client-error-classifier';
 import type { ConsumerClient } from '../binding/consumer-client';
+import { bindingInfo } from '../binding/binding';
 import type { OffsetCommits } from '../commit/committer';
 import { NO_OBSERVER } from '../observe/engine-observer';
 import type { EngineObserver } from '../observe/engine-observer';
@@ -30,12 +31,7 @@ import type { PartitionControl } from '../partition/partition-control';
 import type { FailureCounters, ProcessorHost } from '../process/processor';
 import type { CompletedStore } from '../commit/completed-store';
 import type { ConsumerFactory, LibrdKafkaError, Message } from '../binding/rdkafka';
-import {
-  defaultConsumerFactory,
-  errorMessage,
-  fatalCauseFromText,
-  toKafkaError,
-} from '../binding/rdkafka';
+import { errorMessage, fatalCauseFromText, toKafkaError } from '../binding/rdkafka';
 import { closeRunning } from './close-sequence';
 import { commitNow } from './commit-now';
 import { assembleUnits, buildBase } from './engine-parts';
@@ -80,7 +76,7 @@ export class ConsumerEngine implements ProcessorHost {
   constructor(
     private readonly settings: ConsumerSettings,
     private readonly logger: Logger,
-    factory: ConsumerFactory = defaultConsumerFactory,
+    factory?: ConsumerFactory,
     storeFactory?: (settings: ConsumerSettings) => CompletedStore,
   ) {
     this.base = buildBase(settings, logger, factory, storeFactory, {
@@ -181,7 +177,13 @@ export class ConsumerEngine implements ProcessorHost {
     // The commit strategy is fixed from here on (commitThrough() refuses once started).
     const units = assembleUnits(this.base, this.commits, this.rebalances, this.partitionStreams);
     this.units = units;
-    this.logger.info({ topics: this.settings.topics }, 'connecting');
+    this.logger.info(
+      {
+        topics: this.settings.topics,
+        binding: bindingInfo(this.settings.binding, this.client.raw),
+      },
+      'connecting',
+    );
     try {
       await this.client.connect();
     } catch (err) {

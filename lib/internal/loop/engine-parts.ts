@@ -91,7 +91,7 @@ export interface RebalanceUnits {
 export function buildBase(
   settings: ConsumerSettings,
   logger: Logger,
-  factory: ConsumerFactory,
+  factory: ConsumerFactory | undefined,
   storeFactory: ((settings: ConsumerSettings) => CompletedStore) | undefined,
   engine: EngineSide,
 ): BaseParts {
@@ -109,6 +109,7 @@ export function buildBase(
             maxRuns: memory.maxRuns,
             connection: connectionSettings(settings.globalConfig as Record<string, unknown>),
             timeoutMs: settings.commitTimeoutMs,
+            binding: settings.binding,
           },
           logger.child({ component: 'completed-offsets' }),
         ));

@@ -25,6 +25,7 @@ import { parseClientStats } from '../binding/librdkafka-stats';
 import type { ClientStats } from '../binding/librdkafka-stats';
 import type { TopicPartitionOffset } from '../binding/rdkafka';
 import { errorMessage, tpKey } from '../binding/rdkafka';
+import { bindingInfo } from '../binding/binding';
 import { RebalanceTally } from './rebalance-tally';
 import type { RebalancePhase } from './rebalance-tally';
 import { HandlerInstrumentation } from './handler-instrumentation';
@@ -372,6 +373,7 @@ export class ConsumerObservability implements EngineObserver {
       stats,
       stalledHandlers: this.stalledHandlers(),
       stallThresholdMs: this.stalls.thresholdMs,
+      binding: bindingInfo(this.settings.binding, this.engine.client.raw),
     });
   }
 }

@@ -2,7 +2,7 @@
  * The dead-letter writer: a node-rdkafka Producer with delivery reports, where `send()` resolves
  * only once the broker confirmed the record (so the failed message's offset may then count as done).
  */
-import * as Kafka from 'node-rdkafka';
+import type * as Kafka from 'node-rdkafka';
 import type { Logger } from '../../logger';
 import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings';
 import { ConnectError, TimeoutError } from '../../errors';
@@ -22,9 +22,11 @@ export type RdKafkaProducer = Pick<
 /** Builds the native producer; tests inject a fake. @internal */
 export type ProducerFactory = (globalConfig: Record<string, unknown>) => RdKafkaProducer;
 
-/** @internal */
-export const defaultProducerFactory: ProducerFactory = (globalConfig) =>
-  new Kafka.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
+/** The producer factory of a binding (`binding` option; node-rdkafka by default). @internal */
+export const producerFactoryOf =
+  (binding: { readonly Producer: typeof Kafka.Producer }): ProducerFactory =>
+  (globalConfig) =>
+    new binding.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
 
 /** Why a message is dead-lettered. @internal */
 export interface DeadLetterReason {
@@ -59,7 +61,7 @@ export class DeadLetterWriter {
     private readonly group: string,
     private readonly connectTimeoutMs: number,
     private readonly logger: Logger,
-    factory: ProducerFactory = defaultProducerFactory,
+    factory: ProducerFactory,
   ) {
     // `delivery.timeout.ms` is librdkafka's alias of `message.timeout.ms`.
     this.messageTimeoutMs = Number(

@@ -17,7 +17,7 @@ import type { ConsumerEngine } from '../loop/consumer-engine';
 import { FairLimiter } from '../partition/fair-limiter';
 import type { PartitionControl } from '../partition/partition-control';
 import type { Transactions } from '../transactions/transactions';
-import { DeadLetterWriter } from './dead-letter';
+import { DeadLetterWriter, producerFactoryOf } from './dead-letter';
 import type { ProducerFactory } from './dead-letter';
 import { MessageProcessor } from './processor';
 import type { ProcessingMode } from './processing-mode';
@@ -123,7 +123,7 @@ export function runPipeline<R, K, V, O>(
           host.settings.groupId,
           host.settings.connectTimeoutMs,
           host.logger.child({ component: 'dead-letter' }),
-          host.internals.producerFactory,
+          host.internals.producerFactory ?? producerFactoryOf(host.settings.binding),
         );
   // A pipeline nobody subscribes to consumes nothing, silently: say so once, while the consumer
   // has not started (a forgotten subscribe(), or an Observable returned where none subscribes).

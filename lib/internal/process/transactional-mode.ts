@@ -9,7 +9,10 @@ import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { ConsumerEngine } from '../loop/consumer-engine';
 import type { ConsumerObservability } from '../observe/observability';
-import { TransactionalProducer } from '../transactions/transactional-producer';
+import {
+  TransactionalProducer,
+  transactionalProducerFactoryOf,
+} from '../transactions/transactional-producer';
 import type { TransactionalProducerFactory } from '../transactions/transactional-producer';
 import { Transactions } from '../transactions/transactions';
 import { recordsOf } from '../transactions/output-records';
@@ -69,7 +72,7 @@ export function transactionalMode<K, V>(
       err.fatal
         ? logger.error({ err }, 'transactional producer: fatal error')
         : logger.warn({ err }, 'transactional producer error'),
-    host.producerFactory,
+    host.producerFactory ?? transactionalProducerFactoryOf(host.settings.binding),
   );
   const unit = new Transactions(producer, resolved, host.settings, logger, {
     owned: () => host.engine.controls(),

@@ -44,6 +44,7 @@ export const CONSUMER_OPTION_NAMES = {
   onRevoke: true,
   rememberCompleted: true,
   oauthBearerToken: true,
+  binding: true,
 } as const satisfies Record<keyof ReactiveConsumerOptions, true>;
 
 /** The names of `rememberCompleted`'s object form. */
@@ -104,6 +105,7 @@ export const TRANSACTIONAL_OPTION_NAMES = {
   instanceId: true,
   maxMessages: true,
   maxMs: true,
+  binding: true,
 } as const satisfies Record<keyof TransactionalOptions, true>;
 
 type Names = Readonly<Record<string, true>>;

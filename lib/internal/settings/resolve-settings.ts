@@ -17,6 +17,7 @@ import {
 import { CONSUMER_SCOPE, REMEMBER_COMPLETED_SCOPE, checkedOptions, readOwn } from './option-names';
 import { redactWhenShown } from './secrets';
 import { showValue } from './show-value';
+import { resolveBinding } from '../binding/binding';
 
 /** librdkafka's default `max.poll.interval.ms`. */
 export const LIBRDKAFKA_MAX_POLL_INTERVAL_MS = 300_000;
@@ -272,6 +273,7 @@ export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSetting
     onRevoke: resolveOnRevoke(options.onRevoke),
     rememberCompleted,
     oauthBearerToken,
+    binding: resolveBinding(options.binding),
   };
 }
 

@@ -31,8 +31,11 @@ export type TransactionalProducerFactory = (
   globalConfig: Record<string, unknown>,
 ) => RdKafkaTransactionalProducer;
 
-export const defaultTransactionalProducerFactory: TransactionalProducerFactory = (globalConfig) =>
-  new Kafka.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
+/** The transactional producer factory of a binding (node-rdkafka by default). */
+export const transactionalProducerFactoryOf =
+  (binding: { readonly Producer: typeof Kafka.Producer }): TransactionalProducerFactory =>
+  (globalConfig) =>
+    new binding.Producer(globalConfig as Kafka.ProducerGlobalConfig, {});
 
 /** One record's delivery report: `error` undefined when the broker took it. */
 export type DeliveryListener = (error: KafkaClientError | undefined, opaque: unknown) => void;
@@ -90,7 +93,7 @@ export class TransactionalProducer {
     readonly transactionalId: string,
     private readonly config: Record<string, unknown>,
     private readonly onError: (err: KafkaClientError) => void,
-    private readonly factory: TransactionalProducerFactory = defaultTransactionalProducerFactory,
+    private readonly factory: TransactionalProducerFactory,
   ) {
     try {
       // Delivery reports name the record the broker refused (the commit's error does not).
