@@ -13,6 +13,12 @@ MOCHA := node_modules/.bin/mocha
 # 9092 is taken. The tests talk to it unless KAFKA_BROKERS names an external cluster.
 KAFKA_PORT_BASE ?= 9092
 export KAFKA_PORT_BASE
+# KAFKA_TEST_BINDING=fast runs the integration and chaos suites with every consumer on the companion
+# binding (fast-binding/, built first); unset or `stock`: node-rdkafka.
+KAFKA_TEST_BINDING ?= stock
+KAFKA_TEST_BINDING_MODULE ?= $(CURDIR)/fast-binding
+export KAFKA_TEST_BINDING KAFKA_TEST_BINDING_MODULE
+TEST_BINDING := $(if $(filter fast,$(KAFKA_TEST_BINDING)),fast-binding/dist/node-rdkafka/build/Release/node-librdkafka.node)
 ifndef KAFKA_BROKERS
 KAFKA_BROKERS_TEST ?= 127.0.0.1:$(KAFKA_PORT_BASE)
 export KAFKA_BROKERS_TEST
@@ -75,7 +81,7 @@ reset-kafka: ## Stop Kafka, wipe its data, start it again (an empty one-node clu
 	KAFKA_NODES=1 $(KAFKA) reset
 
 .PHONY: test-integration
-test-integration: check-native build reset-kafka ## Integration tests against a real broker
+test-integration: check-native build reset-kafka $(TEST_BINDING) ## Integration tests against a real broker
 	rm -rf $(TEST_OUTPUT)/integration
 	TEST_OUTPUT_DIR=$(TEST_OUTPUT)/integration $(MOCHA) --config .mocharc.integration.json || \
 		{ node scripts/test-output-digest.mjs $(TEST_OUTPUT)/integration; exit 1; }
@@ -98,7 +104,9 @@ test-package: $(NPM_STAMP) ## npm pack from a clean clone, publint, attw, then i
 # with each other and with the integration suite (make test does), and stop them when done.
 CHAOS_PORT_BASE := $(shell echo $$(( $(KAFKA_PORT_BASE) + 100 )))
 CHAOS3_PORT_BASE := $(shell echo $$(( $(KAFKA_PORT_BASE) + 200 )))
+EOS_PORT_BASE := $(shell echo $$(( $(KAFKA_PORT_BASE) + 300 )))
 CHAOS_KAFKA := KAFKA_MODE=jars KAFKA_NODES=1 KAFKA_PORT_BASE=$(CHAOS_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos $(KAFKA)
+EOS_KAFKA := KAFKA_MODE=jars KAFKA_NODES=1 KAFKA_PORT_BASE=$(EOS_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-eos $(KAFKA)
 CHAOS3_KAFKA := KAFKA_MODE=jars KAFKA_NODES=3 KAFKA_PORT_BASE=$(CHAOS3_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos3 $(KAFKA)
 
 .PHONY: test-rebalance
@@ -106,7 +114,10 @@ test-rebalance: check-native build ## Rebalance chaos suites: graceful/crash/fro
 	bash scripts/lanes.sh chaos=test-rebalance-local chaos3=test-rebalance-broker
 
 .PHONY: test-rebalance-local
-test-rebalance-local: check-native build ## Rebalance chaos on one broker (its own, or KAFKA_BROKERS): graceful, crash, frozen, stuck, exactly-once
+test-rebalance-local: test-chaos-rebalance test-chaos-exactly-once ## Rebalance chaos on one broker (its own, or KAFKA_BROKERS): graceful, crash, frozen, stuck, exactly-once
+
+.PHONY: test-chaos-rebalance
+test-chaos-rebalance: check-native build $(TEST_BINDING) ## Graceful, crash, frozen and stuck rebalance chaos on a broker of its own (or KAFKA_BROKERS)
 	rm -rf $(TEST_OUTPUT)/rebalance
 ifdef KAFKA_BROKERS
 	TEST_OUTPUT_DIR=$(TEST_OUTPUT)/rebalance $(MOCHA) --config .mocharc.chaos.json
@@ -118,8 +129,21 @@ else
 endif
 	rm -rf $(TEST_OUTPUT)/rebalance
 
+.PHONY: test-chaos-exactly-once
+test-chaos-exactly-once: check-native build $(TEST_BINDING) ## Exactly-once chaos (seeded SIGKILL/SIGTERM restarts of processTransactional() workers) on a broker of its own (or KAFKA_BROKERS)
+	rm -rf $(TEST_OUTPUT)/chaos-exactly-once
+ifdef KAFKA_BROKERS
+	TEST_OUTPUT_DIR=$(TEST_OUTPUT)/chaos-exactly-once $(MOCHA) --config .mocharc.chaos-eos.json
+else
+	$(EOS_KAFKA) reset
+	rc=0; KAFKA_MODE=jars KAFKA_PORT_BASE=$(EOS_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-eos \
+		KAFKA_BROKERS_TEST=127.0.0.1:$(EOS_PORT_BASE) TEST_OUTPUT_DIR=$(TEST_OUTPUT)/chaos-exactly-once \
+		$(MOCHA) --config .mocharc.chaos-eos.json || rc=$$?; $(EOS_KAFKA) down; exit $$rc
+endif
+	rm -rf $(TEST_OUTPUT)/chaos-exactly-once
+
 .PHONY: test-rebalance-broker
-test-rebalance-broker: check-native build ## Broker-failure and coordinator-freeze chaos on a three-node cluster of its own
+test-rebalance-broker: check-native build $(TEST_BINDING) ## Broker-failure and coordinator-freeze chaos on a three-node cluster of its own
 	rm -rf $(TEST_OUTPUT)/rebalance-broker
 	$(CHAOS3_KAFKA) reset
 	rc=0; KAFKA_MODE=jars KAFKA_PORT_BASE=$(CHAOS3_PORT_BASE) KAFKA_DATA_DIR=$(CURDIR)/integration/.kafka-chaos3 \
@@ -133,6 +157,25 @@ test-rebalance-full: check-native build reset-kafka ## The chaos suite at taskbr
 	rm -rf $(TEST_OUTPUT)/rebalance-full
 	CHAOS_SCALE=full TEST_OUTPUT_DIR=$(TEST_OUTPUT)/rebalance-full $(MOCHA) --config .mocharc.chaos.json
 	rm -rf $(TEST_OUTPUT)/rebalance-full
+
+# The companion binding (fast-binding/): node-rdkafka from its registry release + this project's
+# patches, librdkafka linked in statically. Cached in ~/.cache by version, patches and Node ABI.
+FAST_BINDING := fast-binding/dist/node-rdkafka/build/Release/node-librdkafka.node
+
+$(FAST_BINDING): fast-binding/build.sh $(wildcard fast-binding/patches/*.patch) | $(NPM_STAMP)
+	bash fast-binding/build.sh
+
+.PHONY: fast-binding
+fast-binding: $(FAST_BINDING) ## Build the companion binding and pack it (reactive-rdkafka-fast-binding-<version>.tgz here), then install the tarball aside and load it
+	cd fast-binding && npm pack --silent --pack-destination ..
+	bash fast-binding/check-tarball.sh reactive-rdkafka-fast-binding-$$(node -p "require('./fast-binding/package.json').version").tgz
+
+.PHONY: test-fast-binding
+test-fast-binding: check-native build $(FAST_BINDING) kafka-up ## The companion binding's suite: its fields against node-rdkafka's, the binding contract and core integration suites on it (all of them: KAFKA_TEST_BINDING=fast make test-integration test-rebalance)
+	rm -rf $(TEST_OUTPUT)/fast-binding
+	KAFKA_TEST_BINDING=fast TEST_OUTPUT_DIR=$(TEST_OUTPUT)/fast-binding $(MOCHA) --config .mocharc.fast-binding.json || \
+		{ node scripts/test-output-digest.mjs $(TEST_OUTPUT)/fast-binding; exit 1; }
+	rm -rf $(TEST_OUTPUT)/fast-binding
 
 .PHONY: test
 test: ## Everything: lint, unit, packaging, demo, integration and chaos tests, bench smoke run; then the time per suite
@@ -174,7 +217,8 @@ clean: ## Remove build output, test output and broker data (stops the broker)
 	-$(KAFKA) down
 	-$(CHAOS_KAFKA) down
 	-$(CHAOS3_KAFKA) down
-	rm -rf dist $(TEST_OUTPUT) integration/.kafka integration/.kafka-chaos integration/.kafka-chaos3 *.tgz bench/.results bench/.patched-rdkafka
+	-$(EOS_KAFKA) down
+	rm -rf dist $(TEST_OUTPUT) integration/.kafka integration/.kafka-chaos integration/.kafka-chaos3 integration/.kafka-eos *.tgz bench/.results bench/.patched-rdkafka fast-binding/dist
 
 .PHONY: demo
 demo: $(NPM_STAMP) ## Two consumers, rebalances under load, then a loss/duplicate count (embedded broker unless KAFKA_BROKERS)

@@ -12,6 +12,7 @@ export default tseslint.config(
       'integration/.test_output/**',
       'bench/node_modules/**',
       'bench/.patched-rdkafka/**',
+      'fast-binding/dist/**',
       'docs/api/**',
     ],
   },

@@ -1,13 +1,17 @@
 /**
  * Contract tests of node-rdkafka on the real broker: the behaviours the library (and the unit tests'
- * fake consumer) rely on. If the binding changes, these fail first.
+ * fake consumer) rely on. If the binding changes, these fail first. With KAFKA_TEST_BINDING=fast they
+ * hold the companion build (fast-binding/) to the same contract.
  */
 import assert from 'node:assert/strict';
 import * as Kafka from 'node-rdkafka';
+import { testBinding } from './helpers/binding';
 import type { Assignment, LibrdKafkaError, Message, TopicPartitionOffset } from 'node-rdkafka';
 import { BROKERS, createTopic, produce, uniqueName, waitFor } from './helpers/kafka';
 
 const E = Kafka.CODES.ERRORS;
+/** The binding's consumer class: node-rdkafka's, or the companion's (KAFKA_TEST_BINDING=fast). */
+const Consumer = (testBinding?.KafkaConsumer ?? Kafka.KafkaConsumer) as typeof Kafka.KafkaConsumer;
 
 function consumeOnce(c: Kafka.KafkaConsumer, n = 100): Promise<Message[]> {
   return new Promise((resolve, reject) =>
@@ -30,7 +34,7 @@ describe('node-rdkafka contract (real broker)', function () {
     const topic = uniqueName('contract-commit');
     await createTopic(topic, 1);
     await produce(topic, [{ key: 'k', value: 'v' }]);
-    const c = new Kafka.KafkaConsumer(
+    const c = new Consumer(
       {
         'bootstrap.servers': BROKERS,
         'group.id': uniqueName('contract'),
@@ -79,7 +83,7 @@ describe('node-rdkafka contract (real broker)', function () {
     let closing = false;
     const errors: Error[] = [];
     const make = (onRevoke: (c: Kafka.KafkaConsumer, a: Assignment[]) => void) => {
-      const c: Kafka.KafkaConsumer = new Kafka.KafkaConsumer(
+      const c: Kafka.KafkaConsumer = new Consumer(
         {
           'bootstrap.servers': BROKERS,
           'group.id': group,
@@ -156,7 +160,7 @@ describe('node-rdkafka contract (real broker)', function () {
     await createTopic(topic, 1);
     const outcomes: Record<string, string> = {};
     let assigned = false;
-    const c: Kafka.KafkaConsumer = new Kafka.KafkaConsumer(
+    const c: Kafka.KafkaConsumer = new Consumer(
       {
         'bootstrap.servers': BROKERS,
         'group.id': uniqueName('contract'),
@@ -219,7 +223,7 @@ describe('node-rdkafka contract (real broker)', function () {
       let assigned = false;
       let revoking = false;
       let closing = false;
-      const c: Kafka.KafkaConsumer = new Kafka.KafkaConsumer(
+      const c: Kafka.KafkaConsumer = new Consumer(
         {
           'bootstrap.servers': BROKERS,
           'group.id': uniqueName('contract'),
@@ -295,7 +299,7 @@ describe('node-rdkafka contract (real broker)', function () {
   it('neither sends nor returns commit metadata (node-rdkafka 3.x): the completed-offset memory needs its own topic', async () => {
     const topic = uniqueName('contract-metadata');
     await createTopic(topic, 1);
-    const c = new Kafka.KafkaConsumer(
+    const c = new Consumer(
       {
         'bootstrap.servers': BROKERS,
         'group.id': uniqueName('contract'),

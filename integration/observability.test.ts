@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { lastValueFrom } from 'rxjs';
 import { Registry } from 'prom-client';
-import { ReactiveConsumer, registerPrometheusMetrics } from '../lib';
+import { registerPrometheusMetrics } from '../lib';
+import { ReactiveConsumer } from './helpers/binding';
 import type { KafkaMessage, ReactiveConsumerOptions } from '../lib';
 import {
   BROKERS,

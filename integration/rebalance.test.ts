@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import { lastValueFrom, toArray } from 'rxjs';
-import { ReactiveConsumer } from '../lib';
+import { ReactiveConsumer } from './helpers/binding';
 import type { KafkaMessage, RebalanceEvent, ReactiveConsumerOptions } from '../lib';
 import {
   BROKERS,

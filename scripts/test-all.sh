@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make test`: install and build, then every suite in four lanes at once (scripts/lanes.sh): the
-# checks without a broker, the integration suite and the bench smoke run on the shared broker, and
-# the two chaos suites on clusters of their own. Each step is a make target, so a failure
+# `make test`: install and build, then every suite in five lanes at once (scripts/lanes.sh): the
+# checks without a broker (the companion binding is built first), the integration suite, the
+# companion's suite and the bench smoke run on the shared broker, and the three chaos suites on
+# clusters of their own. Each step is a make target, so a failure
 # reproduces with the same command. Ends with the time per suite (also after a failure, so a slow
 # or hanging suite shows in the log's tail).
 set -uo pipefail
@@ -15,9 +16,10 @@ status=$?
 setup=$(($(date +%s) - start))
 if ((status == 0)); then
   bash scripts/lanes.sh \
-    checks=lint,test-api,test-unit,test-package,demo \
-    broker=test-integration,test-bench \
-    chaos=test-rebalance-local \
+    checks=fast-binding,lint,test-api,test-unit,test-package,demo \
+    broker=test-integration,test-fast-binding,test-bench \
+    chaos=test-chaos-rebalance \
+    eos=test-chaos-exactly-once \
     chaos3=test-rebalance-broker
   status=$?
 fi

@@ -35,7 +35,7 @@ import { closeSync, openSync, writeSync } from 'node:fs';
 import type { PathLike } from 'node:fs';
 import pino from 'pino';
 import { Subject, takeUntil } from 'rxjs';
-import { ReactiveConsumer } from '../../lib';
+import { ReactiveConsumer } from '../helpers/binding';
 import type { AssignedPartition, KafkaMessage, RetryOptions } from '../../lib';
 import { seededRandom } from '../helpers/random';
 import { failingAttempts, hashUnit, latencyMs } from './faults';

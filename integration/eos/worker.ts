@@ -11,7 +11,7 @@
  */
 import { appendFileSync } from 'node:fs';
 import pino from 'pino';
-import { ReactiveConsumer } from '../../lib';
+import { ReactiveConsumer } from '../helpers/binding';
 import type { KafkaMessage, OutputRecord } from '../../lib';
 import { fanOut } from './scenario';
 import type { EosRun, EosWriting } from './scenario';

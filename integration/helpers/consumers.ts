@@ -3,7 +3,7 @@
  * file, and closed (with their subscriptions) after each test, whatever its outcome.
  */
 import type { Subscription } from 'rxjs';
-import { ReactiveConsumer } from '../../lib';
+import { ReactiveConsumer } from './binding';
 import type { ReactiveConsumerOptions } from '../../lib';
 import { BROKERS } from './kafka';
 import type { TestOutput } from './output';

@@ -3,7 +3,7 @@
  * recorded (messages, rebalance events, consumer events, its final error) for assertions.
  */
 import type { Logger } from 'pino';
-import { ReactiveConsumer } from '../../lib';
+import { ReactiveConsumer } from './binding';
 import type {
   ConsumerEvent,
   KafkaMessage,

@@ -1,0 +1,251 @@
+/**
+ * The companion binding (fast-binding/) against the stock node-rdkafka, on the real broker, both
+ * loaded in one process: every field the library reads (value, key, size, topic, partition,
+ * offset, timestamp, headers, partition-EOF events) byte for byte the same from both, on a plain
+ * and a zstd-compressed topic; values and keys copies of their own by default, views of one
+ * untransferable batch buffer when shared; and a ReactiveConsumer on it commits what it processed.
+ */
+import assert from 'node:assert/strict';
+import { MessageChannel } from 'node:worker_threads';
+import * as Stock from 'node-rdkafka';
+import type { Message } from 'node-rdkafka';
+import { ReactiveConsumer } from '../../lib';
+import type { KafkaBinding } from '../../lib';
+import { BROKERS, committedOffsets, createTopic, uniqueName, waitFor } from '../helpers/kafka';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const fast = require('../../fast-binding') as typeof Stock &
+  KafkaBinding & { readonly batchConversion: boolean; err2str(code: number): string };
+
+type Eof = { topic: string; partition: number; offset: number };
+
+const PARTITIONS = 3;
+
+/** Records with every shape a field can take: null and empty values and keys, headers or not. */
+function records(n: number): {
+  value: Buffer | null;
+  key: Buffer | null;
+  headers?: { [k: string]: Buffer | string }[];
+}[] {
+  return Array.from({ length: n }, (_, i) => ({
+    value:
+      i % 7 === 0
+        ? null
+        : i % 11 === 0
+          ? Buffer.alloc(0)
+          : Buffer.from(`value-${i}-`.repeat(i % 50)),
+    key:
+      i % 5 === 0 ? null : i % 13 === 0 ? Buffer.alloc(0) : Buffer.from([i & 255, 0, 255, i >> 8]),
+    headers:
+      i % 3 === 0
+        ? undefined
+        : ([{ h1: `v${i}` }, { h2: Buffer.from([0, 1, 2, i & 255]) }, { h1: 'again' }] as {
+            [k: string]: Buffer | string;
+          }[]),
+  }));
+}
+
+async function produceAll(topic: string, n: number, compression: string): Promise<void> {
+  const producer = new Stock.Producer({
+    'bootstrap.servers': BROKERS,
+    dr_cb: true,
+    'compression.codec': compression,
+    'linger.ms': 5,
+  } as Stock.ProducerGlobalConfig);
+  await new Promise<void>((resolve, reject) =>
+    producer.connect({ timeout: 15_000 }, (err) => (err ? reject(err) : resolve())),
+  );
+  producer.setPollInterval(20);
+  let pending = n;
+  const done = new Promise<void>((resolve, reject) =>
+    producer.on('delivery-report', (err) => {
+      if (err) reject(err);
+      else if (--pending === 0) resolve();
+    }),
+  );
+  records(n).forEach((r, i) =>
+    producer.produce(
+      topic,
+      i % PARTITIONS,
+      r.value,
+      r.key,
+      1_700_000_000_000 + i,
+      undefined,
+      r.headers,
+    ),
+  );
+  await done;
+  await new Promise<void>((resolve) => producer.disconnect(() => resolve()));
+}
+
+/** Everything in the topic, read by a consumer of `binding`, with the EOF events seen. */
+async function readWith(
+  binding: typeof Stock,
+  topic: string,
+  n: number,
+  shared = false,
+): Promise<{ messages: Message[]; eofs: Eof[]; consumer: Stock.KafkaConsumer }> {
+  const c = new binding.KafkaConsumer(
+    {
+      'bootstrap.servers': BROKERS,
+      'group.id': uniqueName('fast-binding'),
+      'enable.auto.commit': false,
+      'enable.partition.eof': true,
+    },
+    { 'auto.offset.reset': 'earliest' },
+  );
+  if (shared)
+    (c as unknown as { setBatchBufferSharing(s: boolean): void }).setBatchBufferSharing(true);
+  await new Promise<void>((resolve, reject) =>
+    c.connect({ timeout: 15_000 }, (err) => (err ? reject(err) : resolve())),
+  );
+  c.assign(Array.from({ length: PARTITIONS }, (_, partition) => ({ topic, partition, offset: 0 })));
+  const messages: Message[] = [];
+  const eofs: Eof[] = [];
+  c.on('partition.eof', (e: Eof) =>
+    eofs.push({ topic: e.topic, partition: e.partition, offset: e.offset }),
+  );
+  await waitFor(
+    async () => {
+      const batch = await new Promise<Message[]>((resolve, reject) =>
+        c.consume(100, (err, m) => (err && err.code !== -185 ? reject(err) : resolve(m ?? []))),
+      );
+      messages.push(...batch);
+      return messages.length >= n && new Set(eofs.map((e) => e.partition)).size === PARTITIONS;
+    },
+    { timeoutMs: 60_000, what: `${n} messages and every partition's EOF`, intervalMs: 0 },
+  );
+  return { messages, eofs, consumer: c };
+}
+
+const disconnect = (c: Stock.KafkaConsumer): Promise<void> =>
+  new Promise((resolve) => c.disconnect(() => resolve()));
+
+/** The fields the library reads, in a comparable form (buffers as hex, `null` kept). */
+function fields(m: Message): unknown {
+  const hex = (b: unknown): unknown => (Buffer.isBuffer(b) ? b.toString('hex') : b);
+  return {
+    topic: m.topic,
+    partition: m.partition,
+    offset: m.offset,
+    timestamp: m.timestamp,
+    size: m.size,
+    value: hex(m.value),
+    key: hex(m.key),
+    headers: m.headers?.map((h) =>
+      Object.fromEntries(Object.entries(h).map(([k, v]) => [k, hex(v)])),
+    ),
+    hasHeaders: 'headers' in m,
+  };
+}
+
+const order = (a: Message, b: Message): number => a.partition - b.partition || a.offset - b.offset;
+
+describe('companion binding (fast-binding/) against the stock node-rdkafka (real broker)', function () {
+  this.timeout(120_000);
+
+  it('is a separate librdkafka, with batch conversion and the features the library needs', () => {
+    assert.equal(fast.batchConversion, true);
+    for (const f of ['zstd', 'lz4', 'ssl', 'sasl_scram']) assert.ok(fast.features.includes(f), f);
+    const c = new fast.KafkaConsumer({ 'group.id': 'g', 'bootstrap.servers': BROKERS }, {});
+    assert.equal(
+      typeof (c as unknown as { _client: { consumeBatch?: unknown } })._client.consumeBatch,
+      'function',
+    );
+    assert.equal(fast.err2str(-185), 'Local: Timed out');
+  });
+
+  for (const compression of ['none', 'zstd']) {
+    it(`gives every field byte for byte as the stock binding does (${compression})`, async () => {
+      const topic = uniqueName(`fast-binding-${compression}`);
+      const n = 600;
+      await createTopic(topic, PARTITIONS, {
+        'compression.type': compression === 'none' ? 'producer' : 'zstd',
+      });
+      await produceAll(topic, n, compression);
+      const [stock, mine] = await Promise.all([
+        readWith(Stock, topic, n),
+        readWith(fast, topic, n),
+      ]);
+      await Promise.all([disconnect(stock.consumer), disconnect(mine.consumer)]);
+      assert.equal(stock.messages.length, n);
+      assert.deepEqual(
+        mine.messages.sort(order).map(fields),
+        stock.messages.sort(order).map(fields),
+      );
+      const eof = (e: Eof[]): Eof[] =>
+        [...e].sort((a, b) => a.partition - b.partition || a.offset - b.offset).slice(-PARTITIONS);
+      assert.deepEqual(eof(mine.eofs), eof(stock.eofs));
+      // Copies of their own: no two values share memory, none pins a batch.
+      const values = mine.messages
+        .map((m) => m.value)
+        .filter((v): v is Buffer => v !== null && v.length > 0);
+      assert.ok(
+        values.every((v) => v.buffer.byteLength <= Math.max(8192, v.length)),
+        'own copies',
+      );
+    });
+  }
+
+  it('shares one untransferable batch buffer among values and keys when asked', async () => {
+    const topic = uniqueName('fast-binding-shared');
+    const n = 200;
+    await createTopic(topic, PARTITIONS);
+    await produceAll(topic, n, 'none');
+    const stock = await readWith(Stock, topic, n);
+    const mine = await readWith(fast, topic, n, true);
+    await Promise.all([disconnect(stock.consumer), disconnect(mine.consumer)]);
+    assert.deepEqual(mine.messages.sort(order).map(fields), stock.messages.sort(order).map(fields));
+    const withValue = mine.messages.filter((m) => m.value !== null && m.value.length > 0);
+    const batches = new Set(withValue.map((m) => (m.value as Buffer).buffer));
+    assert.ok(
+      batches.size < withValue.length,
+      `views share batch buffers (${batches.size} for ${withValue.length})`,
+    );
+    const value = withValue[0]!.value as Buffer;
+    const before = value.toString('hex');
+    const { port1, port2 } = new MessageChannel();
+    try {
+      port1.postMessage(value.buffer, [value.buffer as ArrayBuffer]);
+    } catch {
+      // Node refuses to transfer an untransferable buffer (newer versions) or copies it.
+    }
+    port1.close();
+    port2.close();
+    assert.equal(value.toString('hex'), before, 'the batch was not detached by a transfer');
+  });
+
+  it('runs a ReactiveConsumer: everything processed once and committed', async () => {
+    const topic = uniqueName('fast-binding-rc');
+    const n = 300;
+    await createTopic(topic, PARTITIONS);
+    await produceAll(topic, n, 'zstd');
+    const group = uniqueName('fast-binding-rc-group');
+    const consumer = new ReactiveConsumer({
+      config: { 'bootstrap.servers': BROKERS, 'group.id': group },
+      topicConfig: { 'auto.offset.reset': 'earliest' },
+      topics: [topic],
+      binding: fast,
+    });
+    assert.deepEqual(
+      {
+        name: consumer.health().details.binding.name,
+        batch: consumer.health().details.binding.batchConversion,
+      },
+      { name: 'reactive-rdkafka-fast-binding', batch: true },
+    );
+    const seen: string[] = [];
+    const sub = consumer.process((m) => void seen.push(`${m.partition}:${m.offset}`)).subscribe();
+    try {
+      await waitFor(() => seen.length >= n, { timeoutMs: 60_000, what: `${n} messages processed` });
+      await consumer.commit();
+    } finally {
+      sub.unsubscribe();
+      await consumer.close();
+    }
+    assert.equal(new Set(seen).size, n, 'each once');
+    assert.equal(seen.length, n, 'none twice');
+    const ends = Array.from({ length: PARTITIONS }, (_, p) => Math.ceil((n - p) / PARTITIONS));
+    assert.deepEqual(await committedOffsets(group, topic, PARTITIONS), ends);
+  });
+});
