@@ -8,7 +8,8 @@
 #   bash fast-binding/build.sh
 #
 # The result is cached under ~/.cache/reactive-rdkafka-fast-binding by node-rdkafka version,
-# patches, this script, Node's ABI and the machine (a rebuild takes ~2 min on 2 cores; a cached
+# patches, this script, Node's ABI and the machine (a rebuild takes ~2 min on 2 cores, ~20 s when
+# the repository's node-rdkafka of the same release has compiled the same librdkafka; a cached
 # one, a second). Needs a C/C++ toolchain and the -dev packages librdkafka links: libssl-dev,
 # libsasl2-dev, libzstd-dev, liblz4-dev, zlib1g-dev (`make install` at the root installs them).
 set -euo pipefail
@@ -56,15 +57,35 @@ done
 # nan: the headers the addon compiles against, at the version node-rdkafka asks for.
 (cd "$SRC" && npm install --ignore-scripts --no-audit --no-fund --silent --omit=dev >/dev/null)
 
-say "compiling librdkafka $(sed -n 's/^#define RD_KAFKA_VERSION *0x\(..\)\(..\)\(..\).*/\1.\2.\3/p' \
-  "$SRC/deps/librdkafka/src/rdkafka.h" | awk -F. '{printf "%d.%d.%d", "0x"$1, "0x"$2, "0x"$3}')"
-(
-  cd "$SRC/deps/librdkafka"
-  ./configure --prefix="$WORK/prefix" --enable-static >"$WORK/configure.log" 2>&1 ||
-    { tail -30 "$WORK/configure.log" >&2; exit 1; }
-  make -j"$JOBS" libs >"$WORK/make.log" 2>&1 || { tail -30 "$WORK/make.log" >&2; exit 1; }
-) || die "librdkafka did not build"
 RDK=$SRC/deps/librdkafka
+rdk_version=$(sed -n 's/^#define RD_KAFKA_VERSION *0x\(..\)\(..\)\(..\).*/\1.\2.\3/p' \
+  "$RDK/src/rdkafka.h" | awk -F. '{printf "%d.%d.%d", "0x"$1, "0x"$2, "0x"$3}')
+# librdkafka's sources, to recognise an identical tree already compiled.
+sources_digest() { (cd "$1" && find src src-cpp -name '*.[ch]' -o -name '*.cpp' | LC_ALL=C sort | xargs cat | sha256sum); }
+# A node-rdkafka of the same release installed beside (the repository's node_modules) has compiled
+# this very librdkafka already: its static libraries are reused when the sources are identical,
+# else (or when built elsewhere) librdkafka is compiled here.
+STOCK=${FAST_BINDING_REUSE_FROM:-$HERE/../node_modules/node-rdkafka}
+reuse=
+if [[ -f $STOCK/deps/librdkafka/src/librdkafka.a && -f $STOCK/deps/librdkafka/src-cpp/librdkafka++.a &&
+  -f $STOCK/deps/librdkafka/Makefile.config ]] &&
+  [[ $(node -p "require('$STOCK/package.json').version.replace(/^v/, '')") == "$VERSION" ]] &&
+  [[ $(sources_digest "$STOCK/deps/librdkafka") == $(sources_digest "$RDK") ]]; then
+  reuse=$STOCK/deps/librdkafka
+fi
+if [[ -n $reuse ]]; then
+  say "librdkafka $rdk_version: the same sources are compiled in $reuse; linking its static libraries"
+  cp "$reuse/src/librdkafka.a" "$RDK/src/" && cp "$reuse/src-cpp/librdkafka++.a" "$RDK/src-cpp/" &&
+    cp "$reuse/Makefile.config" "$RDK/Makefile.config"
+else
+  say "compiling librdkafka $rdk_version"
+  (
+    cd "$RDK"
+    ./configure --prefix="$WORK/prefix" --enable-static >"$WORK/configure.log" 2>&1 ||
+      { tail -30 "$WORK/configure.log" >&2; exit 1; }
+    make -j"$JOBS" libs >"$WORK/make.log" 2>&1 || { tail -30 "$WORK/make.log" >&2; exit 1; }
+  ) || die "librdkafka did not build"
+fi
 # The system libraries librdkafka was configured with (ssl, sasl, zstd, lz4, zlib…).
 LIBS=$(sed -n 's/^LIBS+=[[:space:]]*//p' "$RDK/Makefile.config" | tr '\n' ' ')
 say "compiling the addon (node-rdkafka's sources + patches)"

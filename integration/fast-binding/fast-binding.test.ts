@@ -3,7 +3,8 @@
  * loaded in one process: every field the library reads (value, key, size, topic, partition,
  * offset, timestamp, headers, partition-EOF events) byte for byte the same from both, on a plain
  * and a zstd-compressed topic; values and keys copies of their own by default, views of one
- * untransferable batch buffer when shared; and a ReactiveConsumer on it commits what it processed.
+ * untransferable buffer per partition and batch when shared; and a ReactiveConsumer on it commits
+ * what it processed.
  */
 import assert from 'node:assert/strict';
 import { MessageChannel } from 'node:worker_threads';
@@ -187,7 +188,7 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     });
   }
 
-  it('shares one untransferable batch buffer among values and keys when asked', async () => {
+  it('shares one untransferable buffer per partition and batch among values, keys and headers when asked', async () => {
     const topic = uniqueName('fast-binding-shared');
     const n = 200;
     await createTopic(topic, PARTITIONS);
@@ -198,6 +199,16 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     assert.deepEqual(mine.messages.sort(order).map(fields), stock.messages.sort(order).map(fields));
     const withValue = mine.messages.filter((m) => m.value !== null && m.value.length > 0);
     const batches = new Set(withValue.map((m) => (m.value as Buffer).buffer));
+    // One buffer per partition per batch: a slow partition's kept values pin only its own bytes.
+    const partitionsOf = new Map<ArrayBufferLike, Set<number>>();
+    for (const m of withValue) {
+      const b = (m.value as Buffer).buffer;
+      partitionsOf.set(b, (partitionsOf.get(b) ?? new Set()).add(m.partition));
+    }
+    assert.ok(
+      [...partitionsOf.values()].every((p) => p.size === 1),
+      'no batch buffer holds two partitions',
+    );
     assert.ok(
       batches.size < withValue.length,
       `views share batch buffers (${batches.size} for ${withValue.length})`,
