@@ -188,20 +188,8 @@ $(BENCH_STAMP): bench/package.json bench/package-lock.json
 	npm ci --prefix bench --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The locally patched node-rdkafka of the bench's "patched conversion" contender: built by `make bench`
-# only (never by install, test or bench-quick), into a .gitignored dir. Optional: when it fails to
-# build, the bench skips that contender and says why.
-PATCHED_RDKAFKA := bench/.patched-rdkafka/node-rdkafka/build/Release/node-librdkafka.node
-
-$(PATCHED_RDKAFKA): bench/patched-rdkafka/build.sh bench/patched-rdkafka/consume-batch.patch $(NPM_STAMP)
-	bash bench/patched-rdkafka/build.sh bench/.patched-rdkafka || \
-		echo "bench: the patched node-rdkafka did not build; its contender is skipped" >&2
-
-.PHONY: bench-patched-rdkafka
-bench-patched-rdkafka: $(PATCHED_RDKAFKA) ## Build the patched node-rdkafka of the bench (bench/patched-rdkafka) into bench/.patched-rdkafka
-
 .PHONY: bench
-bench: build $(BENCH_STAMP) bench-patched-rdkafka kafka-up ## Full benchmark (takes ~15 min): regenerates docs/benchmarks.md and its SVG charts
+bench: build $(BENCH_STAMP) $(FAST_BINDING) kafka-up ## Full benchmark (takes ~15 min; builds the companion binding): regenerates docs/benchmarks.md and its SVG charts
 	node --import tsx bench/run.ts --mode full
 
 .PHONY: bench-quick
@@ -218,7 +206,7 @@ clean: ## Remove build output, test output and broker data (stops the broker)
 	-$(CHAOS_KAFKA) down
 	-$(CHAOS3_KAFKA) down
 	-$(EOS_KAFKA) down
-	rm -rf dist $(TEST_OUTPUT) integration/.kafka integration/.kafka-chaos integration/.kafka-chaos3 integration/.kafka-eos *.tgz bench/.results bench/.patched-rdkafka fast-binding/dist
+	rm -rf dist $(TEST_OUTPUT) integration/.kafka integration/.kafka-chaos integration/.kafka-chaos3 integration/.kafka-eos *.tgz bench/.results fast-binding/dist
 
 .PHONY: demo
 demo: $(NPM_STAMP) ## Two consumers, rebalances under load, then a loss/duplicate count (embedded broker unless KAFKA_BROKERS)

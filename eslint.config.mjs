@@ -11,7 +11,6 @@ export default tseslint.config(
       'integration/.kafka/**',
       'integration/.test_output/**',
       'bench/node_modules/**',
-      'bench/.patched-rdkafka/**',
       'fast-binding/dist/**',
       'docs/api/**',
     ],

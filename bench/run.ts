@@ -13,7 +13,7 @@ import { join, relative } from 'node:path';
 import * as Kafka from 'node-rdkafka';
 import { seededRandom } from '../integration/helpers/random';
 import { CONTENDERS } from './contenders';
-import { patchedRdkafkaMissing } from './contenders/raw-rdkafka';
+import { fastBindingMissing, loadFastBinding } from './contenders/raw-rdkafka';
 import { createTopic, deleteTopic, ensureFilledTopic, fillTopic } from './kafka-admin';
 import { CKJS_STATUS, PEER_PACKAGES, packageVersion, peerStatus } from './peers';
 import type { PeerStatus } from './peers';
@@ -140,10 +140,11 @@ function versions(peers: PeerStatus[]): Record<string, string> {
     rxjs: packageVersion('rxjs') ?? '?',
     Node: process.version,
     broker: brokerDescription(),
-    'node-rdkafka (patched conversion)':
-      patchedRdkafkaMissing() === undefined
-        ? `${packageVersion('node-rdkafka') ?? '?'} + bench/patched-rdkafka/consume-batch.patch (bench/.patched-rdkafka, same librdkafka)`
-        : 'not built',
+    'companion binding': ((): string => {
+      if (fastBindingMissing() !== undefined) return 'not built';
+      const fast = loadFastBinding() as unknown as { version?: string; librdkafkaVersion: string };
+      return `reactive-rdkafka-fast-binding ${fast.version ?? '?'} (fast-binding/, librdkafka ${fast.librdkafkaVersion} linked in)`;
+    })(),
   };
   for (const p of peers) out[p.name] = p.installed ? p.version : 'not measured';
   return out;

@@ -11,17 +11,21 @@ import {
 import { platformaticStream, platformaticStreamTuned } from './platformatic';
 import {
   FAST_FETCH,
-  loadPatchedRdkafka,
-  patchedRdkafkaMissing,
+  fastBindingMissing,
+  loadFastBinding,
   rawRdkafka,
   rawRdkafkaDefaults,
-  rawRdkafkaPatched,
+  rawRdkafkaFast,
+  rawRdkafkaFastShared,
 } from './raw-rdkafka';
 import {
   reactivePartitions,
+  reactivePartitionsFast,
   reactivePartitionsTuned,
   reactiveProcess,
   reactiveProcessBatch,
+  reactiveProcessBatchFast,
+  reactiveProcessFast,
   reactiveProcessTuned,
 } from './reactive';
 import { loadKafkaJs, loadLibrary, loadPlatformatic } from '../peers';
@@ -30,7 +34,11 @@ import type { Contender } from './types';
 export type ContenderId =
   | 'raw-rdkafka'
   | 'raw-rdkafka-defaults'
+  | 'raw-rdkafka-fast'
   | 'raw-rdkafka-patched'
+  | 'reactive-process-fast'
+  | 'reactive-partitions-fast'
+  | 'reactive-process-batch-fast'
   | 'reactive-process'
   | 'reactive-partitions'
   | 'reactive-process-batch'
@@ -83,15 +91,26 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     run: rawRdkafkaDefaults,
   },
   {
-    id: 'raw-rdkafka-patched',
-    label: 'node-rdkafka consume(n) (patched conversion)',
+    id: 'raw-rdkafka-fast',
+    label: 'node-rdkafka consume(n) (companion binding)',
     pkg: 'node-rdkafka',
     kind: 'reference',
     settings:
-      'the raw loop and settings above on a local build of the installed node-rdkafka with `bench/patched-rdkafka/consume-batch.patch` (one buffer per batch, values and keys as views, built by `make bench`; see "The binding ceiling")',
-    run: rawRdkafkaPatched,
-    load: loadPatchedRdkafka,
-    missing: patchedRdkafkaMissing,
+      'the raw loop and settings above on the companion binding (`fast-binding/`: batch conversion on the worker thread, values and keys copied per message as the stock binding gives them)',
+    run: rawRdkafkaFast,
+    load: loadFastBinding,
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'raw-rdkafka-patched',
+    label: 'node-rdkafka consume(n) (companion binding, shared views)',
+    pkg: 'node-rdkafka',
+    kind: 'reference',
+    settings:
+      'as above with `setBatchBufferSharing(true)`: values and keys as views of one batch buffer, no per-message copy (see "The binding ceiling")',
+    run: rawRdkafkaFastShared,
+    load: loadFastBinding,
+    missing: fastBindingMissing,
   },
   {
     id: 'reactive-process',
@@ -139,6 +158,36 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     settings: `as partitions$ above, plus ${fastFetch}`,
     run: reactivePartitionsTuned,
     load: loadLibrary,
+  },
+  {
+    id: 'reactive-process-fast',
+    label: 'reactive-rdkafka process() (companion binding)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: `as process() above on the companion binding (\`binding\` option), plus ${fastFetch}`,
+    run: reactiveProcessFast,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'reactive-partitions-fast',
+    label: 'reactive-rdkafka partitions$ (companion binding)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: `as partitions$ above on the companion binding, plus ${fastFetch}`,
+    run: reactivePartitionsFast,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'reactive-process-batch-fast',
+    label: 'reactive-rdkafka processBatch() (companion binding)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: `as processBatch() above on the companion binding, plus ${fastFetch}`,
+    run: reactiveProcessBatchFast,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
   },
   {
     id: 'kafkajs-eachMessage',

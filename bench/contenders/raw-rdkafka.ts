@@ -4,8 +4,9 @@
  * assignment (no rebalance callback), librdkafka's default prefetch bounds with
  * `fetch.queue.backoff.ms` lowered to 10 ms (FAST_FETCH): the binding at its best. Its default of
  * 1000 ms postpones a partition's next fetch by a second whenever a prefetch bound is reached.
- * A second variant keeps every librdkafka default; a third runs the ceiling's loop on the locally
- * patched node-rdkafka (bench/patched-rdkafka, built by `make bench`).
+ * A second variant keeps every librdkafka default; two more run the ceiling's loop on the companion
+ * binding (fast-binding/, built by `make bench`): with its default per-message copies, and with
+ * values and keys as views of the shared batch buffer.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -17,20 +18,22 @@ import type { Contender } from './types';
 /** The fetch override of the ceiling and of the library's "fetch backoff tuned" variants. */
 export const FAST_FETCH = { 'fetch.queue.backoff.ms': 10 } as const;
 
-/** Where `make bench` builds the patched node-rdkafka (bench/patched-rdkafka/build.sh). */
-export const PATCHED_RDKAFKA_DIR = join(__dirname, '..', '.patched-rdkafka', 'node-rdkafka');
+/** Where `make fast-binding` (and `make bench`) build the companion binding (fast-binding/). */
+export const FAST_BINDING_DIR = join(__dirname, '..', '..', 'fast-binding');
 
-/** Why the patched contender cannot run, or undefined when its build is there. */
-export function patchedRdkafkaMissing(): string | undefined {
-  return existsSync(join(PATCHED_RDKAFKA_DIR, 'build', 'Release', 'node-librdkafka.node'))
+/** Why the companion-binding contenders cannot run, or undefined when its build is there. */
+export function fastBindingMissing(): string | undefined {
+  return existsSync(
+    join(FAST_BINDING_DIR, 'dist', 'node-rdkafka', 'build', 'Release', 'node-librdkafka.node'),
+  )
     ? undefined
-    : 'not built: `make bench` builds it (bench/patched-rdkafka/build.sh); it is optional and skipped when that build fails';
+    : 'not built: `make fast-binding` builds it (`make bench` does)';
 }
 
 type Binding = typeof Kafka;
 
 const raw =
-  (fastFetch: boolean, binding: () => Binding): Contender =>
+  (fastFetch: boolean, binding: () => Binding, sharedViews = false): Contender =>
   async ({ brokers, topic, groupId, meter }) => {
     const { KafkaConsumer } = binding();
     const consumer = new KafkaConsumer(
@@ -45,6 +48,11 @@ const raw =
     await new Promise<void>((resolve, reject) =>
       consumer.connect({ timeout: 30_000 }, (err) => (err ? reject(err) : resolve())),
     );
+    if (sharedViews) {
+      (consumer as unknown as { setBatchBufferSharing(on: boolean): void }).setBatchBufferSharing(
+        true,
+      );
+    }
     consumer.setDefaultConsumeTimeout(1);
     consumer.subscribe([topic]);
     let running = true;
@@ -71,11 +79,13 @@ const raw =
   };
 
 const released = (): Binding => Kafka;
-const patched = (): Binding => createRequire(__filename)(PATCHED_RDKAFKA_DIR) as Binding;
-/** Loads the patched binding (see ContenderInfo.load). */
-export const loadPatchedRdkafka = patched;
+const companion = (): Binding => createRequire(__filename)(FAST_BINDING_DIR) as Binding;
+/** Loads the companion binding (see ContenderInfo.load). */
+export const loadFastBinding = companion;
 
 export const rawRdkafka = raw(true, released);
 export const rawRdkafkaDefaults = raw(false, released);
-/** The ceiling's loop and settings on the patched binding (same API, leaner conversion). */
-export const rawRdkafkaPatched = raw(true, patched);
+/** The ceiling's loop and settings on the companion binding: values and keys copied per message. */
+export const rawRdkafkaFast = raw(true, companion);
+/** The same with values and keys as views of the shared batch buffer (no per-message copy). */
+export const rawRdkafkaFastShared = raw(true, companion, true);

@@ -9,26 +9,28 @@
  */
 import { mergeMap, tap } from 'rxjs';
 import { loadLibrary } from '../peers';
-import { FAST_FETCH } from './raw-rdkafka';
+import { FAST_FETCH, loadFastBinding } from './raw-rdkafka';
 import type { Contender, ContenderContext } from './types';
 
-function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean) {
+/** `fast`: on the companion binding (fast-binding/), always with FAST_FETCH like its raw loop. */
+function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean, fast = false) {
   const { ReactiveConsumer } = loadLibrary();
   return new ReactiveConsumer({
     config: {
       'bootstrap.servers': brokers,
       'group.id': groupId,
-      ...(tuned ? FAST_FETCH : {}),
+      ...(tuned || fast ? FAST_FETCH : {}),
     },
     topicConfig: { 'auto.offset.reset': 'earliest' },
     topics: [topic],
+    ...(fast ? { binding: loadFastBinding() as never } : {}),
   });
 }
 
 const processContender =
-  (tuned: boolean): Contender =>
+  (tuned: boolean, fast = false): Contender =>
   async (ctx) => {
-    const c = consumer(ctx, tuned);
+    const c = consumer(ctx, tuned, fast);
     const { meter } = ctx;
     c.process((message) => {
       meter.add(1, message.size);
@@ -37,22 +39,24 @@ const processContender =
     return () => c.close();
   };
 
-const processBatchContender: Contender = async (ctx) => {
-  const c = consumer(ctx, false);
-  const { meter } = ctx;
-  c.processBatch((batch) => {
-    let bytes = 0;
-    for (const m of batch.messages) bytes += m.size;
-    meter.add(batch.messages.length, bytes);
-    return undefined;
-  }).subscribe({ error: (err: unknown) => console.error('processBatch() failed', err) });
-  return () => c.close();
-};
+const processBatchContender =
+  (fast: boolean): Contender =>
+  async (ctx) => {
+    const c = consumer(ctx, false, fast);
+    const { meter } = ctx;
+    c.processBatch((batch) => {
+      let bytes = 0;
+      for (const m of batch.messages) bytes += m.size;
+      meter.add(batch.messages.length, bytes);
+      return undefined;
+    }).subscribe({ error: (err: unknown) => console.error('processBatch() failed', err) });
+    return () => c.close();
+  };
 
 const partitionsContender =
-  (tuned: boolean): Contender =>
+  (tuned: boolean, fast = false): Contender =>
   async (ctx) => {
-    const c = consumer(ctx, tuned);
+    const c = consumer(ctx, tuned, fast);
     const { meter } = ctx;
     c.partitions$
       .pipe(
@@ -69,6 +73,9 @@ const partitionsContender =
 
 export const reactiveProcess = processContender(false);
 export const reactiveProcessTuned = processContender(true);
-export const reactiveProcessBatch = processBatchContender;
+export const reactiveProcessBatch = processBatchContender(false);
+export const reactiveProcessFast = processContender(true, true);
+export const reactivePartitionsFast = partitionsContender(true, true);
+export const reactiveProcessBatchFast = processBatchContender(true);
 export const reactivePartitions = partitionsContender(false);
 export const reactivePartitionsTuned = partitionsContender(true);
