@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import * as Kafka from 'node-rdkafka';
-import { ConfigError, ReactiveConsumer } from '../lib';
+import {
+  ConfigError,
+  NativeFeatureMissingError,
+  ReactiveConsumer,
+  assertNativeFeatures,
+  nativeInfo,
+} from '../lib';
 import type { KafkaBinding } from '../lib';
 
 /**
@@ -91,7 +98,13 @@ describe('binding option', () => {
   it("builds the transactional producer from the consumer's module, and refuses another", async () => {
     const { binding, built } = recordingBinding();
     const consumer = new ReactiveConsumer({ ...base, binding });
-    const other = recordingBinding().binding;
+    // Another build: its clients share a base of their own, not node-rdkafka's Client.
+    class OtherClient extends EventEmitter {}
+    const other = {
+      ...Kafka,
+      KafkaConsumer: class extends OtherClient {} as never,
+      Producer: class extends OtherClient {} as never,
+    };
     assert.throws(
       () => consumer.processTransactional(() => [], { binding: other }),
       (e: unknown) =>
@@ -125,4 +138,101 @@ describe('binding option', () => {
       );
     });
   }
+
+  it('nativeInfo() and assertNativeFeatures() read the binding given, node-rdkafka by default', () => {
+    const lacking = { librdkafkaVersion: '9.9.9', features: ['gzip', 'ssl'] };
+    assert.deepEqual(nativeInfo(lacking), {
+      librdkafkaVersion: '9.9.9',
+      features: ['gzip', 'ssl'],
+    });
+    assert.equal(nativeInfo().librdkafkaVersion, Kafka.librdkafkaVersion);
+    assert.throws(
+      () => assertNativeFeatures(['zstd', 'ssl'], lacking),
+      (e: unknown) =>
+        e instanceof NativeFeatureMissingError &&
+        /The binding's librdkafka 9\.9\.9 was built without zstd/.test(e.message) &&
+        /libzstd-dev/.test(e.message),
+    );
+    assert.doesNotThrow(() => assertNativeFeatures(['ssl'], lacking));
+  });
+
+  it('reads an ES namespace of the CommonJS module through its default export (native ESM)', async () => {
+    const { binding, built } = recordingBinding();
+    const consumer = new ReactiveConsumer({ ...base, binding: { default: binding } as never });
+    assert.deepEqual(built, ['consumer']);
+    assert.equal(consumer.health().details.binding.name, 'recording-binding');
+    await consumer.close();
+  });
+
+  it('refuses a module mixing two builds, and a transactional producer of another build', async () => {
+    const { binding } = recordingBinding();
+    class OtherClient extends EventEmitter {}
+    class OtherProducer extends OtherClient {}
+    const mixed = { ...binding, Producer: OtherProducer as never };
+    assert.throws(
+      () => new ReactiveConsumer({ ...base, binding: mixed }),
+      (e: unknown) =>
+        e instanceof ConfigError && e.key === 'binding' && /different modules/.test(e.message),
+    );
+    // A subclass of a module's consumer is still that module: its producer may send its offsets.
+    class Sharing extends binding.KafkaConsumer {}
+    const consumer = new ReactiveConsumer({
+      ...base,
+      binding: { ...binding, KafkaConsumer: Sharing },
+    });
+    const sub = consumer
+      .processTransactional(() => [], { binding, transactionalId: 'binding-spec-sub' })
+      .subscribe({ error: () => undefined });
+    sub.unsubscribe();
+    assert.throws(
+      () =>
+        consumer.processTransactional(() => [], {
+          binding: {
+            ...Kafka,
+            Producer: OtherProducer as never,
+            KafkaConsumer: OtherProducer as never,
+          },
+        }),
+      (e: unknown) => e instanceof ConfigError && e.key === 'binding',
+    );
+    await consumer.close();
+  });
+
+  it('names a binding problem as such: a Promise, a throwing getter, a consumer that is not one', () => {
+    const refusedWith = (binding: unknown, pattern: RegExp) =>
+      assert.throws(
+        () => new ReactiveConsumer({ ...base, binding: binding as KafkaBinding }),
+        (e: unknown) => e instanceof ConfigError && e.key === 'binding' && pattern.test(e.message),
+      );
+    refusedWith(Promise.resolve(Kafka), /a Promise: `await import/);
+    refusedWith(
+      Object.defineProperty({ ...Kafka }, 'features', {
+        get() {
+          throw new Error('boom');
+        },
+      }),
+      /reading it failed \(boom\)/,
+    );
+    const { binding } = recordingBinding();
+    refusedWith(
+      {
+        ...binding,
+        KafkaConsumer: class extends binding.KafkaConsumer {
+          constructor(...args: ConstructorParameters<typeof Kafka.KafkaConsumer>) {
+            super(...args);
+            return {} as never;
+          }
+        },
+      },
+      /KafkaConsumer to build a node-rdkafka consumer/,
+    );
+  });
+
+  it('keeps a snapshot of what it uses: no whole module in the settings or in JSON', async () => {
+    const consumer = new ReactiveConsumer({ ...base });
+    const json = JSON.stringify(consumer);
+    assert.ok(!json.includes('CODES'), 'no module constants in the JSON');
+    assert.ok(Object.isFrozen(consumer.settings.binding));
+    await consumer.close();
+  });
 });

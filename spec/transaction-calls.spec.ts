@@ -68,4 +68,36 @@ describe('retrying(): transactional calls and their deadline', () => {
     // Each made again at once, none after a backoff pause.
     assert.deepEqual(logged, Array(3).fill('debug transactional call timed out; calling it again'));
   });
+
+  it('never calls again after a deadline brought forward during the pause (a close)', async () => {
+    let by = Date.now() + 5000;
+    const calls: number[] = [];
+    await assert.rejects(
+      retrying(
+        ctx,
+        async () => {
+          calls.push(Date.now());
+          if (calls.length === 1) setTimeout(() => (by = Date.now() + 20), 30);
+          throw retriable(-181);
+        },
+        () => by,
+      ),
+      TxnCallError,
+    );
+    assert.equal(calls.length, 1, 'no call after the deadline moved before it');
+  });
+
+  it('pauses after a "timed out" that came back at once, instead of spinning', async () => {
+    const calls: number[] = [];
+    await retrying(
+      ctx,
+      async () => {
+        calls.push(Date.now());
+        if (calls.length < 3) throw retriable(-185);
+      },
+      Date.now() + 5000,
+    );
+    assert.equal(calls.length, 3);
+    assert.deepEqual(logged, Array(2).fill('warn transactional call failed (retriable); retrying'));
+  });
 });

@@ -3,13 +3,11 @@
  * one source of every client a consumer creates. node-rdkafka is the default. A module that is not
  * node-rdkafka-shaped is a ConfigError naming what it lacks.
  */
+import { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
 import type { BindingInfo, KafkaBinding } from '../../binding';
 import { ConfigError } from '../../errors';
 import { learnErrorDescriptions } from './rdkafka';
-
-/** node-rdkafka as installed with the library. */
-export const defaultBinding: KafkaBinding = Kafka as unknown as KafkaBinding;
 
 let stockVersion: string | undefined;
 function stockPackageVersion(): string {
@@ -27,38 +25,103 @@ function stockPackageVersion(): string {
 
 const CLASSES = ['KafkaConsumer', 'Producer'] as const;
 
-/**
- * Two bindings are one module when their classes are the same (an ES namespace object and
- * `require()`'s exports of one module are different objects with the same classes).
- */
-export const sameBinding = (a: KafkaBinding, b: KafkaBinding): boolean =>
-  a.KafkaConsumer === b.KafkaConsumer && a.Producer === b.Producer;
+/** The prototypes a class's instances inherit, below the ones every module shares. */
+function ownChain(cls: unknown): Set<object> {
+  const chain = new Set<object>();
+  let p: unknown = (cls as { prototype?: unknown }).prototype;
+  while (
+    typeof p === 'object' &&
+    p !== null &&
+    p !== Object.prototype &&
+    p !== EventEmitter.prototype
+  ) {
+    chain.add(p);
+    p = Object.getPrototypeOf(p);
+  }
+  return chain;
+}
 
-/** `binding` as given: undefined → node-rdkafka; anything else must be node-rdkafka-shaped. */
+/**
+ * Whether two client classes come from one module: node-rdkafka's `KafkaConsumer` and `Producer`
+ * (and subclasses of them) share that module's `Client` base; another build has its own. An ES
+ * namespace and `require()`'s exports of one module are different objects with the same classes.
+ */
+export function sameModule(a: unknown, b: unknown): boolean {
+  const chain = ownChain(a);
+  for (const p of ownChain(b)) if (chain.has(p)) return true;
+  return false;
+}
+
+/** The exact node-rdkafka installed with the library (not a subclass of its clients). */
+const isStock = (b: KafkaBinding): boolean =>
+  b.KafkaConsumer === Kafka.KafkaConsumer && b.Producer === Kafka.Producer;
+
+const refuse = (key: string, what: string): never => {
+  throw new ConfigError(
+    `Expected \`${key}\` to be a node-rdkafka-compatible module (what require('node-rdkafka') returns)${what}`,
+    key,
+  );
+};
+
+/**
+ * `binding` as given: undefined → node-rdkafka; anything else must be node-rdkafka-shaped. An ES
+ * namespace of a CommonJS module (`import * as m` in native ESM: only `default`) is read through
+ * its default export. Returns a snapshot of what the library uses (a later change to the module
+ * changes nothing; the settings hold no whole module).
+ */
 export function resolveBinding(input: unknown, key = 'binding'): KafkaBinding {
   if (input === undefined) return defaultBinding;
   if (input === null || (typeof input !== 'object' && typeof input !== 'function')) {
-    throw new ConfigError(
-      `Expected \`${key}\` to be a node-rdkafka-compatible module (what require('node-rdkafka') returns), got ${input === null ? 'null' : typeof input}`,
-      key,
-    );
+    refuse(key, `, got ${input === null ? 'null' : typeof input}`);
   }
-  const m = input as Record<string, unknown>;
-  const missing: string[] = CLASSES.filter((c) => typeof m[c] !== 'function');
-  const admin = m.AdminClient as { create?: unknown } | undefined;
-  if (typeof admin?.create !== 'function') missing.push('AdminClient');
-  if (typeof m.librdkafkaVersion !== 'string') missing.push('librdkafkaVersion');
-  if (!Array.isArray(m.features)) missing.push('features');
-  if (missing.length > 0) {
-    throw new ConfigError(
-      `Expected \`${key}\` to be a node-rdkafka-compatible module (what require('node-rdkafka') returns): it has no ${missing.join(', ')}`,
-      key,
+  try {
+    let m = input as Record<string, unknown>;
+    if (typeof m.then === 'function') {
+      refuse(key, ", got a Promise: `await import('node-rdkafka')` first");
+    }
+    const inner = m.default as Record<string, unknown> | undefined;
+    if (typeof m.KafkaConsumer !== 'function' && typeof inner?.KafkaConsumer === 'function') {
+      m = inner; // the CommonJS module behind an ES namespace
+    }
+    const missing: string[] = CLASSES.filter(
+      (c) =>
+        typeof m[c] !== 'function' ||
+        typeof (m[c] as { prototype?: unknown }).prototype !== 'object',
     );
+    const admin = m.AdminClient as { create?: unknown } | undefined;
+    if (typeof admin?.create !== 'function') missing.push('AdminClient');
+    if (typeof m.librdkafkaVersion !== 'string') missing.push('librdkafkaVersion');
+    if (!Array.isArray(m.features)) missing.push('features');
+    if (missing.length > 0) refuse(key, `: it has no ${missing.join(', ')}`);
+    if (!sameModule(m.KafkaConsumer, m.Producer)) {
+      refuse(
+        key,
+        ": its KafkaConsumer and Producer come from different modules (a transactional producer must read its consumer's native object)",
+      );
+    }
+    const err2str =
+      typeof m.err2str === 'function' ? (m.err2str as (c: number) => string) : undefined;
+    const binding: KafkaBinding = Object.freeze({
+      KafkaConsumer: m.KafkaConsumer as KafkaBinding['KafkaConsumer'],
+      Producer: m.Producer as KafkaBinding['Producer'],
+      AdminClient: m.AdminClient as KafkaBinding['AdminClient'],
+      librdkafkaVersion: m.librdkafkaVersion as string,
+      features: Object.freeze([...(m.features as string[])].map(String)),
+      ...(typeof m.name === 'string' ? { name: m.name } : {}),
+      ...(typeof m.version === 'string' ? { version: m.version } : {}),
+      ...(err2str ? { err2str } : {}),
+      ...(m.batchConversion === true ? { batchConversion: true } : {}),
+    });
+    if (err2str) learnErrorDescriptions(err2str);
+    return binding;
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    return refuse(key, `: reading it failed (${err instanceof Error ? err.message : String(err)})`);
   }
-  const binding = input as KafkaBinding;
-  if (typeof binding.err2str === 'function') learnErrorDescriptions(binding.err2str);
-  return binding;
 }
+
+/** node-rdkafka as installed with the library (a snapshot, as every resolved binding). */
+export const defaultBinding: KafkaBinding = resolveBinding(Kafka);
 
 /** The native client under a node-rdkafka client object (`_client`), if it has one. */
 function nativeClient(client: unknown): Record<string, unknown> | undefined {
@@ -76,7 +139,7 @@ export function hasBatchConversion(consumer: unknown): boolean {
  * whether batch conversion is on; without it, the module's own `batchConversion` flag does.
  */
 export function bindingInfo(binding: KafkaBinding, consumer?: unknown): BindingInfo {
-  const stock = sameBinding(binding, defaultBinding);
+  const stock = isStock(binding);
   const flag = (binding as { batchConversion?: unknown }).batchConversion;
   return {
     name: stock ? 'node-rdkafka' : (binding.name ?? 'unknown'),
@@ -97,7 +160,7 @@ export function bindingInfo(binding: KafkaBinding, consumer?: unknown): BindingI
 export function assertSameBinding(consumerBinding: KafkaBinding, producerBinding: unknown): void {
   if (producerBinding === undefined) return;
   const given = resolveBinding(producerBinding);
-  if (sameBinding(given, consumerBinding)) return;
+  if (sameModule(consumerBinding.KafkaConsumer, given.Producer)) return;
   throw new ConfigError(
     "processTransactional(): `binding` differs from the consumer's `binding`: the transactional producer must come from the same module as the consumer (sendOffsetsToTransaction hands it the consumer's native object); leave it out to use the consumer's",
     'binding',

@@ -7,7 +7,7 @@
 import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings';
-import { ConnectError } from '../../errors';
+import { ConfigError, ConnectError } from '../../errors';
 import { OAuthBearerRefresher } from './oauth-bearer';
 import { TlsFailureWatch, bootstrapAddresses, describeTlsSettings } from './tls-handshake';
 import type { KafkaClientError } from '../../errors';
@@ -65,7 +65,24 @@ export class ConsumerClient {
     try {
       this.raw = factory(globalConfig, settings.topicConfig);
     } catch (err) {
+      if (err instanceof TypeError && /not a constructor/.test(err.message)) {
+        throw new ConfigError(
+          `Expected \`binding\`'s KafkaConsumer to build a node-rdkafka consumer: ${err.message}`,
+          'binding',
+        );
+      }
       throw translateLibrdkafkaConfigError(err);
+    }
+    const raw = this.raw as Partial<Record<'on' | 'consume' | 'connect', unknown>> | undefined;
+    if (
+      typeof raw?.on !== 'function' ||
+      typeof raw.consume !== 'function' ||
+      typeof raw.connect !== 'function'
+    ) {
+      throw new ConfigError(
+        "Expected `binding`'s KafkaConsumer to build a node-rdkafka consumer (with on, connect and consume): it built something else",
+        'binding',
+      );
     }
     this.commits = new CommitTracker(this.raw, this.doubts, logger, () => this.onAnswered());
     this.raw.on(

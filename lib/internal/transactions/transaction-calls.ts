@@ -46,7 +46,11 @@ export async function retrying(
 ): Promise<void> {
   const deadline = (): number =>
     Math.max(closeBound(ctx, typeof by === 'number' ? by : by()), floor);
+  let last: unknown;
   for (let attempt = 1; ; attempt++) {
+    // Checked again before every new attempt: a pause may have overslept (a loaded machine), or a
+    // close or revoke may have brought the deadline forward meanwhile.
+    if (attempt > 1 && Date.now() + 100 >= deadline()) throw last;
     // A resumable call (commit, abort: librdkafka goes on in the background and the next call
     // resumes it) in calls of at most NATIVE_CALL_MS, so that a close waits at most that for it.
     const timeoutMs = Math.max(
@@ -62,11 +66,19 @@ export async function retrying(
       await fn(timeoutMs);
       return;
     } catch (err) {
+      last = err;
       const failure: TxnFailure | undefined = err instanceof TxnCallError ? err.failure : undefined;
       if (failure?.kind !== 'retriable' || Date.now() + 100 >= deadline()) throw err;
-      // librdkafka's "timed out", or a call that waited its whole time (the clock may say it
-      // returned a millisecond early): made again at once (librdkafka resumes what it can).
-      if (failure.error.kafkaCode === TIMED_OUT || Date.now() - calledAt >= timeoutMs) {
+      // A call that waited its whole time — librdkafka's "timed out" after (nearly) all of it: the
+      // clock may say it returned a few ms early — is made again at once (librdkafka resumes what
+      // it can). A "timed out" that came back early takes the pause below: made again at once, it
+      // could spin without ever yielding to the event loop.
+      const waitedMs = Date.now() - calledAt;
+      const nearlyAll = timeoutMs - Math.max(25, timeoutMs / 10);
+      if (
+        waitedMs >= timeoutMs ||
+        (failure.error.kafkaCode === TIMED_OUT && waitedMs >= nearlyAll)
+      ) {
         ctx.logger.debug({ err, attempt }, 'transactional call timed out; calling it again');
         continue;
       }
