@@ -168,10 +168,9 @@ export class CommitTracker {
 
   /**
    * The commit an answer with failed partitions answers: it names only the partitions that did
-   * not fail. The oldest commit of as many partitions that agrees with those, still awaited
-   * (librdkafka answers a member's commits in the order it sent them); one whose wait timed out
-   * here only when it is the one candidate (its answer may come late, after newer ones). -1 when
-   * that does not single one out: the commit then counts as timed out (its outcome unknown).
+   * not fail. The oldest commit of as many partitions that agrees with those and is still awaited
+   * (librdkafka answers a member's commits in the order it sent them), else the oldest whose wait
+   * timed out here (its answer came late). -1 when none agrees.
    */
   private refusedIndex(entries: number, named: Map<string, number>): number {
     const agrees = (p: PendingCommit): boolean =>
@@ -181,8 +180,7 @@ export class CommitTracker {
       );
     const awaited = this.pendingCommits.findIndex((p) => !p.timedOut && agrees(p));
     if (awaited >= 0) return awaited;
-    const late = this.pendingCommits.flatMap((p, i) => (agrees(p) ? [i] : []));
-    return late.length === 1 ? (late[0] as number) : -1;
+    return this.pendingCommits.findIndex(agrees);
   }
 
   /** librdkafka's answer to a commit or a probe (the `offset.commit` event). */
