@@ -712,7 +712,7 @@ export class FakeConsumer extends EventEmitter {
     if (item.kind === 'local') {
       if (notify) {
         const err = Object.assign(new Error(`commit error ${item.error}`), { code: item.error });
-        this.emit('offset.commit', err, refusedEntries(item.offsets, item.error));
+        this.emit('offset.commit', err, item.offsets);
       }
       return;
     }
@@ -743,11 +743,7 @@ export class FakeConsumer extends EventEmitter {
       error === undefined
         ? undefined
         : Object.assign(new Error(`commit error ${error}`), { code: error });
-    this.emit(
-      'offset.commit',
-      err,
-      error === undefined ? item.offsets : refusedEntries(item.offsets, error),
-    );
+    this.emit('offset.commit', err, item.offsets);
   }
 
   /** How many times committed() read the group's offsets. */
@@ -1042,13 +1038,4 @@ export function fakeFactory(options: FakeOptions = {}): {
       return created;
     },
   };
-}
-
-/**
- * A refused commit's partitions as node-rdkafka gives them to `offset_commit_cb`: librdkafka sets
- * the error on every partition of the request, and node-rdkafka turns each partition with an error
- * into a bare Error carrying only librdkafka's description (no topic, partition or offset).
- */
-function refusedEntries(offsets: readonly TopicPartitionOffset[], code: number): Error[] {
-  return offsets.map(() => new Error(`commit error ${code}`));
 }

@@ -8,14 +8,7 @@
 import type { Logger } from '../../logger';
 import { CommitError, TimeoutError } from '../../errors';
 import type { LibrdKafkaError, RdKafkaConsumer, TopicPartitionOffset } from './rdkafka';
-import {
-  Code,
-  FENCING_REFUSAL_CODES,
-  errorMessage,
-  kafkaCodeOf,
-  toKafkaError,
-  tpKey,
-} from './rdkafka';
+import { Code, FENCING_REFUSAL_CODES, errorMessage, kafkaCodeOf, tpKey } from './rdkafka';
 import { timerDelay } from '../loop/timers';
 import type { CommitDoubts } from '../commit/commit-doubts';
 
@@ -166,23 +159,6 @@ export class CommitTracker {
     return this.pendingCommits.filter((p) => !p.timedOut).length;
   }
 
-  /**
-   * The commit an answer with failed partitions answers: it names only the partitions that did
-   * not fail. The oldest commit of as many partitions that agrees with those and is still awaited
-   * (librdkafka answers a member's commits in the order it sent them), else the oldest whose wait
-   * timed out here (its answer came late). -1 when none agrees.
-   */
-  private refusedIndex(entries: number, named: Map<string, number>): number {
-    const agrees = (p: PendingCommit): boolean =>
-      p.offsets.length === entries &&
-      [...named].every(([k, offset]) =>
-        p.offsets.some((o) => tpKey(o.topic, o.partition) === k && o.offset === offset),
-      );
-    const awaited = this.pendingCommits.findIndex((p) => !p.timedOut && agrees(p));
-    if (awaited >= 0) return awaited;
-    return this.pendingCommits.findIndex(agrees);
-  }
-
   /** librdkafka's answer to a commit or a probe (the `offset.commit` event). */
   onCommitResult(err: LibrdKafkaError | undefined, offsets: TopicPartitionOffset[]): void {
     // The answer to an assignment-lost probe carries no offset (a commit of the current
@@ -198,32 +174,14 @@ export class CommitTracker {
       probe.resolve(code === Code.ASSIGNMENT_LOST);
       return;
     }
-    // node-rdkafka gives a partition that failed as a bare Error (librdkafka's description, no
-    // topic, partition or offset: docs/binding-behaviours.md, "Commit answers"); librdkafka sets
-    // a refused request's error on every partition of it.
-    const located = offsets.filter(
-      (o) => typeof o?.topic === 'string' && typeof o.partition === 'number',
-    );
-    const bare = offsets.length - located.length;
-    if (bare > 0 && !err) {
-      const first = offsets.find((o) => !located.includes(o));
-      const e = toKafkaError(first, 'commit refused');
-      return this.onCommitResult(
-        Object.assign(new Error(e.message), { code: e.kafkaCode }) as unknown as LibrdKafkaError,
-        offsets,
-      );
-    }
     const got = new Map<string, number>();
-    for (const o of located) got.set(tpKey(o.topic, o.partition), o.offset);
+    for (const o of offsets) got.set(tpKey(o.topic, o.partition), o.offset);
     // The same commit sent again (a retry) matches exactly; a commit of a subset only when no
     // exact one is pending.
     const matches = (p: PendingCommit): boolean =>
       p.offsets.every((o) => got.get(tpKey(o.topic, o.partition)) === o.offset);
-    let index =
-      bare > 0
-        ? this.refusedIndex(offsets.length, got)
-        : this.pendingCommits.findIndex((p) => p.offsets.length === got.size && matches(p));
-    if (index < 0 && bare === 0) index = this.pendingCommits.findIndex(matches);
+    let index = this.pendingCommits.findIndex((p) => p.offsets.length === got.size && matches(p));
+    if (index < 0) index = this.pendingCommits.findIndex(matches);
     if (index < 0) {
       this.logger.debug({ err, offsets }, 'commit result matches no pending commit');
       return;
