@@ -67,6 +67,8 @@ export interface BenchResults {
   memory?: {
     topic: string;
     backlog: number;
+    /** Value size of the backlog's messages (absent in results written before: 100 B). */
+    valueBytes?: number;
     handlerMs: number;
     sampleMs: number;
     /** The library with its defaults (the goal's figure). */
@@ -75,6 +77,9 @@ export interface BenchResults {
     /** Every variant, the defaults first (absent in results written before it existed). */
     runs?: {
       client: 'reactive-rdkafka' | 'raw-rdkafka';
+      binding?: 'fast';
+      /** Full GCs forced this often (the live-floor variant). */
+      gcEveryMs?: number;
       label: string;
       result?: MemoryResult;
       error?: string;

@@ -20,7 +20,7 @@ import type { PeerStatus } from './peers';
 import { Progress } from './progress';
 import { CHART_FILES, renderCharts, renderMarkdown, renderSummary } from './report';
 import type { BenchResults, ContenderEntry } from './results';
-import { BROKERS, benchSettings } from './settings';
+import { BROKERS, benchSettings, topicName } from './settings';
 import type { Mode } from './settings';
 import { formatDuration, formatInt, shuffled } from './stats';
 import type { ChildMessage, ChildResult, Task } from './tasks';
@@ -349,12 +349,45 @@ async function main(): Promise<void> {
 
   // 5. Memory under backlog: the library's defaults, the same with periodic full GCs (the live
   // floor), and the raw binding alone (see bench/scenarios/backlog-memory.ts).
-  const backlog = settings.dataSets[0]!;
-  const memoryVariants = [
+  const backlog = {
+    topic: topicName('mem', 12, settings.memory.messages, settings.memory.valueBytes),
+    partitions: 12,
+    messages: settings.memory.messages,
+  };
+  progress.next(`topic ${backlog.topic}`);
+  await ensureFilledTopic(
+    BROKERS,
+    backlog.topic,
+    backlog.partitions,
+    backlog.messages,
+    settings.memory.valueBytes,
+    seed,
+    (n) => progress.detail(`${formatInt(n)}/${formatInt(backlog.messages)} produced`),
+  );
+  progress.done();
+  const withFast = fastBindingMissing() === undefined;
+  const memoryVariants: {
+    client: 'reactive-rdkafka' | 'raw-rdkafka';
+    label: string;
+    gcEveryMs?: number;
+    binding?: 'fast';
+  }[] = [
     { client: 'reactive-rdkafka', label: 'defaults' },
+    ...(withFast
+      ? [
+          {
+            client: 'reactive-rdkafka',
+            label: 'defaults, companion binding',
+            binding: 'fast',
+          } as const,
+        ]
+      : []),
     { client: 'reactive-rdkafka', label: 'full GC every 5 s', gcEveryMs: 5_000 },
     { client: 'raw-rdkafka', label: 'raw' },
-  ] as const;
+    ...(withFast
+      ? [{ client: 'raw-rdkafka', label: 'raw, companion binding', binding: 'fast' } as const]
+      : []),
+  ];
   const memoryRuns: NonNullable<BenchResults['memory']>['runs'] = [];
   for (const variant of memoryVariants) {
     progress.next(
@@ -364,7 +397,8 @@ async function main(): Promise<void> {
       {
         kind: 'memory',
         client: variant.client,
-        ...('gcEveryMs' in variant ? { gcEveryMs: variant.gcEveryMs } : {}),
+        ...(variant.gcEveryMs === undefined ? {} : { gcEveryMs: variant.gcEveryMs }),
+        ...(variant.binding === undefined ? {} : { binding: variant.binding }),
         brokers: BROKERS,
         topic: backlog.topic,
         partitions: backlog.partitions,
@@ -379,6 +413,8 @@ async function main(): Promise<void> {
     const memResult = mem.result?.kind === 'memory' ? mem.result : undefined;
     memoryRuns.push({
       client: variant.client,
+      ...(variant.binding === undefined ? {} : { binding: variant.binding }),
+      ...(variant.gcEveryMs === undefined ? {} : { gcEveryMs: variant.gcEveryMs }),
       label: variant.label,
       ...(memResult ? { result: memResult } : { error: mem.error ?? 'no result' }),
     });
@@ -388,6 +424,7 @@ async function main(): Promise<void> {
   results.memory = {
     topic: backlog.topic,
     backlog: backlog.messages,
+    valueBytes: settings.memory.valueBytes,
     handlerMs: settings.memory.handlerMs,
     sampleMs: settings.memory.sampleMs,
     ...(defaults.result ? { result: defaults.result } : { error: defaults.error }),

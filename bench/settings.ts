@@ -44,7 +44,14 @@ export interface BenchSettings {
     observeMs: number;
     repetitions: number;
   };
-  memory: { sampleMs: number; intervalMs: number; handlerMs: number };
+  /** Memory under backlog: a topic of `messages` of `valueBytes` each, a slow handler. */
+  memory: {
+    messages: number;
+    valueBytes: number;
+    sampleMs: number;
+    intervalMs: number;
+    handlerMs: number;
+  };
   /** Ordering modes on a workload with per-message latency (Parallel Consumer's benchmark shape). */
   ordering: { messages: number; keys: number; maxLatencyMs: number; partitionConcurrency: number };
   /** Topic-to-topic transform (transactional vs plain process() + produce). */
@@ -53,7 +60,12 @@ export interface BenchSettings {
 
 export type ProtocolName = 'eager' | 'cooperative-sticky' | 'kip848';
 
-function topicName(prefix: string, partitions: number, messages: number, bytes: number): string {
+export function topicName(
+  prefix: string,
+  partitions: number,
+  messages: number,
+  bytes: number,
+): string {
   // Stable names: a topic that already holds exactly this data is reused by the next run.
   return `bench-${prefix}-${partitions}p-${messages}x${bytes}b`;
 }
@@ -85,7 +97,7 @@ export function benchSettings(mode: Mode, seed: number): BenchSettings {
         observeMs: 5_000,
         repetitions: 1,
       },
-      memory: { sampleMs: 8_000, intervalMs: 250, handlerMs: 5 },
+      memory: { messages, valueBytes: 100, sampleMs: 8_000, intervalMs: 250, handlerMs: 5 },
       ordering: { messages: 1_000, keys: 100, maxLatencyMs: 5, partitionConcurrency: 16 },
       transform: { messages: 2_000, partitions: 12 },
     };
@@ -126,7 +138,13 @@ export function benchSettings(mode: Mode, seed: number): BenchSettings {
       observeMs: 15_000,
       repetitions: 2,
     },
-    memory: { sampleMs: 60_000, intervalMs: 500, handlerMs: 1 },
+    memory: {
+      messages: 1_000_000,
+      valueBytes: 1024,
+      sampleMs: 60_000,
+      intervalMs: 500,
+      handlerMs: 1,
+    },
     ordering: { messages: 10_000, keys: 100, maxLatencyMs: 5, partitionConcurrency: 16 },
     transform: { messages: 100_000, partitions: 12 },
   };

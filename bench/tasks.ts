@@ -57,6 +57,8 @@ export type Task =
       kind: 'memory';
       /** Whose memory: this library's process(), or node-rdkafka's consume(n) loop alone. */
       client: 'reactive-rdkafka' | 'raw-rdkafka';
+      /** `fast`: the companion binding (fast-binding/) instead of node-rdkafka. */
+      binding?: 'fast';
       /** Force a full GC before a sample at most this often (the child needs --expose-gc). */
       gcEveryMs?: number;
       brokers: string;

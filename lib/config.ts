@@ -101,8 +101,19 @@ export interface ReactiveConsumerOptions {
   consumeTimeoutMs?: number;
   /** Buffered (not yet started) messages per partition above which the partition is paused. @default 500 */
   maxBufferedMessages?: number;
-  /** Buffered payload bytes per partition above which the partition is paused. @default 16777216 (16 MiB) */
+  /**
+   * Buffered bytes per partition above which the partition is paused. A message counts as its
+   * value and key bytes plus 512 B for the objects that carry it. @default 16777216 (16 MiB)
+   */
   maxBufferedBytes?: number;
+  /**
+   * Buffered bytes of all partitions together (counted as for `maxBufferedBytes`) above which
+   * each partition that receives more is paused, until the total falls to `resumeThreshold` of
+   * it: the library's memory for unfinished messages, whatever the number of partitions. It does
+   * not count librdkafka's prefetch (`queued.max.messages.kbytes`, 16 MiB by default here) nor a
+   * value kept after its message finished. @default 8388608 (8 MiB)
+   */
+  maxBufferedBytesTotal?: number;
   /**
    * A paused partition resumes once its buffer falls to this fraction of both limits.
    * @default 0.5
@@ -190,6 +201,7 @@ export interface ConsumerSettings {
   readonly consumeTimeoutMs: number;
   readonly maxBufferedMessages: number;
   readonly maxBufferedBytes: number;
+  readonly maxBufferedBytesTotal: number;
   readonly resumeThreshold: number;
   /** The start-position hook, if any (see {@link ReactiveConsumerOptions.onAssign}). */
   readonly onAssign: ReactiveConsumerOptions['onAssign'];

@@ -44,7 +44,7 @@ export interface PartitionMetrics extends TopicPartition, MessageCounters {
   readonly inFlight: number;
   /** Delivered messages not started yet (waiting for a concurrency slot). */
   readonly buffered: number;
-  /** Payload bytes of delivered, unfinished messages. */
+  /** Bytes of delivered, unfinished messages (value + key + 512 B each, as `maxBufferedBytes` counts them). */
   readonly bufferedBytes: number;
   /** Paused by the library for backpressure. */
   readonly paused: boolean;

@@ -161,6 +161,7 @@ describe('resolveSettings', () => {
     'consumeBatchSize',
     'maxBufferedMessages',
     'maxBufferedBytes',
+    'maxBufferedBytesTotal',
   ]) {
     it(`rejects a non-positive or fractional ${key}`, () => {
       rejects(base({}, { [key]: 0 }), key);
@@ -298,6 +299,7 @@ const everyOption: Required<ReactiveConsumerOptions> = {
   consumeTimeoutMs: 10,
   maxBufferedMessages: 10,
   maxBufferedBytes: 1024,
+  maxBufferedBytesTotal: 4096,
   resumeThreshold: 0.25,
   binding: Kafka,
   onAssign: () => 'committed',

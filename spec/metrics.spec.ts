@@ -4,6 +4,7 @@ import type { Subscription } from 'rxjs';
 import * as Kafka from 'node-rdkafka';
 import { ConfigError } from '../lib';
 import { resolveSettings } from '../lib/internal/settings/resolve-settings';
+import { MESSAGE_OVERHEAD_BYTES } from '../lib/internal/partition/held-bytes';
 import type { ConsumerMetrics, KafkaMessage } from '../lib';
 import { T, harness, tp, until } from './helpers/harness';
 import { statsEvent } from './helpers/observability';
@@ -96,7 +97,12 @@ describe('metrics', () => {
     assert.equal(p1.paused, false);
     assert.deepEqual(m.pausedPartitions, [tp(0)]);
     assert.equal(m.buffered, p0.buffered + p1.buffered);
-    assert.equal(p0.bufferedBytes, p0.received * 10);
+    // The fake's messages: a 10-byte value and the key `k<offset>`, offsets from 0.
+    let expectedBytes = 0;
+    for (let offset = 0; offset < p0.received; offset++) {
+      expectedBytes += 10 + `k${offset}`.length + MESSAGE_OVERHEAD_BYTES;
+    }
+    assert.equal(p0.bufferedBytes, expectedBytes);
     hold = false;
     release.forEach((r) => r());
     await until(() => h.consumer.metrics().messages.processed === 53, 'everything processed');

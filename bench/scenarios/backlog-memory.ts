@@ -11,12 +11,15 @@
  * - `raw-rdkafka`: node-rdkafka's `consume(n)` loop with the library's librdkafka prefetch bounds,
  *   one batch held and as many handlers in flight as the library runs here (one per partition):
  *   the binding and librdkafka alone, buffering as little as a hand-written loop can.
+ *
+ * `binding: 'fast'` runs either on the companion binding (fast-binding/) instead of node-rdkafka.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import * as Kafka from 'node-rdkafka';
 import type { Message } from 'node-rdkafka';
+import { loadFastBinding } from '../contenders/raw-rdkafka';
 import { loadLibrary, loadPrefetch } from '../peers';
 import type { MemoryResult, MemorySample, Send, Task } from '../tasks';
 
@@ -25,9 +28,14 @@ type MemoryTask = Extract<Task, { kind: 'memory' }>;
 /** Starts the consumer of the task's variant; resolves to its close function. */
 type Start = (task: MemoryTask, onProcessed: () => void) => Promise<() => Promise<void>>;
 
+/** The binding of the task: node-rdkafka, or the companion. */
+const bindingOf = (task: MemoryTask): typeof Kafka =>
+  task.binding === 'fast' ? loadFastBinding() : Kafka;
+
 const startReactive: Start = async (task, onProcessed) => {
   const { ReactiveConsumer } = loadLibrary();
   const consumer = new ReactiveConsumer({
+    ...(task.binding === 'fast' ? { binding: loadFastBinding() } : {}),
     config: {
       'bootstrap.servers': task.brokers,
       'group.id': `bench-memory-${Date.now().toString(36)}`,
@@ -46,7 +54,7 @@ const startReactive: Start = async (task, onProcessed) => {
 
 const startRaw: Start = async (task, onProcessed) => {
   const DEFAULT_PREFETCH = loadPrefetch();
-  const consumer = new Kafka.KafkaConsumer(
+  const consumer = new (bindingOf(task).KafkaConsumer)(
     {
       'bootstrap.servers': task.brokers,
       'group.id': `bench-memory-raw-${Date.now().toString(36)}`,

@@ -9,6 +9,7 @@ import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { TopicPartition } from '../../types';
 import type { ConsumerClient } from '../binding/consumer-client';
+import type { HeldBytes } from '../partition/held-bytes';
 import type { PartitionControl } from '../partition/partition-control';
 import { list, tpKey } from '../binding/rdkafka';
 import type { PartitionLoggers } from '../observe/partition-loggers';
@@ -45,6 +46,20 @@ export class FlowControl {
   private readonly rewinds = new Map<PartitionControl, { offset: number; sought: boolean }>();
   private readonly resumeAtMessages: number;
   private readonly resumeAtBytes: number;
+  private readonly resumeAtTotal: number;
+  /** The bytes every stream of the consumer holds (each control adds and removes its own). */
+  readonly held: HeldBytes = {
+    total: 0,
+    dropped: () => {
+      if (this.overBudget.size > 0 && this.held.total <= this.resumeAtTotal) this.resumeWaiting();
+    },
+  };
+  /**
+   * Streams paused by the consumer-wide budget alone (their own buffers were within their
+   * limits): they may hold nothing, so no ack of theirs would resume them; any ack that brings the
+   * total low enough does.
+   */
+  private readonly overBudget = new Set<PartitionControl>();
 
   constructor(
     private readonly client: ConsumerClient,
@@ -54,28 +69,56 @@ export class FlowControl {
   ) {
     this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
     this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
+    this.resumeAtTotal = Math.floor(settings.maxBufferedBytesTotal * settings.resumeThreshold);
   }
 
-  /** A message was handed to the stream: pause the partition if its buffer is full. */
+  /**
+   * A message was handed to the stream: pause the partition if its buffer is full, or if the
+   * consumer's streams together hold `maxBufferedBytesTotal` (then each stream that receives
+   * more is paused, until the total falls to the resume threshold).
+   */
   afterPush(control: PartitionControl): void {
+    if (control.paused) return;
     if (
-      !control.paused &&
-      (control.ledger.window >= this.settings.maxBufferedMessages ||
-        control.bufferedBytes >= this.settings.maxBufferedBytes)
+      control.ledger.window >= this.settings.maxBufferedMessages ||
+      control.bufferedBytes >= this.settings.maxBufferedBytes
     ) {
       this.setBackpressure(control, true);
+    } else if (this.held.total >= this.settings.maxBufferedBytesTotal) {
+      this.setBackpressure(control, true);
+      if (control.paused) this.overBudget.add(control);
     }
   }
 
-  /** A message finished: resume the partition once its buffer drained below the threshold. */
+  /**
+   * A message finished: resume the partition once its buffer drained below the threshold and the
+   * consumer's total is at or below the threshold of its budget. A drained stream that waits for
+   * the total waits among {@link overBudget}: the next ack of any stream, or a stream's release,
+   * that brings the total down resumes it.
+   */
   afterAck(control: PartitionControl): void {
-    if (
-      control.paused &&
-      control.ledger.window <= this.resumeAtMessages &&
-      control.bufferedBytes <= this.resumeAtBytes
-    ) {
-      this.setBackpressure(control, false);
+    if (control.paused && this.drained(control)) {
+      if (this.held.total <= this.resumeAtTotal) this.resumeFromBackpressure(control);
+      else this.overBudget.add(control);
     }
+    if (this.overBudget.size > 0 && this.held.total <= this.resumeAtTotal) this.resumeWaiting();
+  }
+
+  /** Streams waiting for the total to fall whose own buffers allow it: resumed. */
+  private resumeWaiting(): void {
+    for (const c of [...this.overBudget]) if (this.drained(c)) this.resumeFromBackpressure(c);
+  }
+
+  /** Whether a stream's own buffer is low enough to fetch again. */
+  private drained(control: PartitionControl): boolean {
+    return (
+      control.ledger.window <= this.resumeAtMessages && control.bufferedBytes <= this.resumeAtBytes
+    );
+  }
+
+  private resumeFromBackpressure(control: PartitionControl): void {
+    this.overBudget.delete(control);
+    if (control.paused) this.setBackpressure(control, false);
   }
 
   /**
@@ -103,6 +146,7 @@ export class FlowControl {
   releasing(controls: readonly PartitionControl[]): void {
     for (const c of controls) {
       this.rewinds.delete(c);
+      this.overBudget.delete(c);
       if (c.paused) this.setBackpressure(c, false);
     }
   }
@@ -110,6 +154,7 @@ export class FlowControl {
   /** A seek replaced `old` by `next`: the new stream starts with an empty buffer. */
   replaced(old: PartitionControl, next: PartitionControl): void {
     this.rewinds.delete(old);
+    this.overBudget.delete(old);
     if (!old.paused || this.userPaused.has(next.key)) return;
     try {
       const tp = [{ topic: next.topic, partition: next.partition }];

@@ -46,38 +46,59 @@ export class HandlerInstrumentation {
    * handler diagnostics channels. The wrapper returns what the handler returns (a Promise gains a
    * `then`, an Observable is subscribed through).
    *
-   * Per invocation: one {@link HandlerCall} (the stall detector's list node and the invocation's
-   * state, no closure for a plain result), one clock read at the start and one at the end, a
-   * histogram observation without allocation. Diagnostics payloads are built only while a handler
-   * channel has subscribers, observations only while a listener is registered.
+   * Per invocation: one clock read at the start and one at the end, a histogram observation
+   * without allocation. A handler that returns a plain value (or throws) allocates nothing here:
+   * it cannot be seen stalling while it runs (the sweep is a timer, and the event loop is busy),
+   * so only one that returns a Promise or an Observable gets a {@link HandlerCall}, the stall
+   * detector's list node and the invocation's state, no closure. Diagnostics payloads are built
+   * only while a handler channel has subscribers, observations only while a listener is
+   * registered.
    */
   instrument<M extends HandledMessage, R>(
     handler: (message: M) => HandlerResult<R>,
   ): (message: M) => HandlerResult<R> {
     return (message: M): HandlerResult<R> => {
-      const call = new HandlerCall(message, this.stalls.clock());
-      this.stalls.track(call);
-      if (channels.handlerStart.hasSubscribers || channels.handlerEnd.hasSubscribers) {
-        call.diag = this.startDiagnostics(message);
-      }
+      const startedAt = this.stalls.clock();
+      const diag =
+        channels.handlerStart.hasSubscribers || channels.handlerEnd.hasSubscribers
+          ? this.startDiagnostics(message)
+          : undefined;
       let result: HandlerResult<R>;
       try {
         result = handler(message);
       } catch (err) {
-        this.ended(call, 'failed', err);
+        this.endedNow(message, startedAt, diag, 'failed', err);
         throw err;
       }
       if (result === null || (typeof result !== 'object' && typeof result !== 'function')) {
-        this.ended(call, 'ok', undefined);
+        this.endedNow(message, startedAt, diag, 'ok', undefined);
         return result;
       }
-      if (isObservable(result)) return this.observeThrough(call, result);
-      if (typeof (result as Promise<R>).then === 'function') {
-        return this.endWhenSettled(call, result as Promise<R>);
+      const observable = isObservable(result);
+      if (!observable && typeof (result as Promise<R>).then !== 'function') {
+        this.endedNow(message, startedAt, diag, 'ok', undefined);
+        return result;
       }
-      this.ended(call, 'ok', undefined);
-      return result;
+      const call = new HandlerCall(message, startedAt);
+      call.diag = diag;
+      this.stalls.track(call);
+      return observable
+        ? this.observeThrough(call, result as Observable<R>)
+        : this.endWhenSettled(call, result as Promise<R>);
     };
+  }
+
+  /** An invocation that ended before its handler returned (a plain value, or a throw). */
+  private endedNow(
+    message: HandledMessage,
+    startedAt: number,
+    diag: HandlerDiagnostics | undefined,
+    outcome: 'ok' | 'failed',
+    error: unknown,
+  ): void {
+    const ms = this.stalls.clock() - startedAt;
+    this.host.ended(message.topic, message.partition, ms, outcome === 'ok');
+    if (diag !== undefined) this.publishEnd(diag, outcome, ms, error);
   }
 
   /**
@@ -145,13 +166,19 @@ export class HandlerInstrumentation {
     const ms = this.stalls.clock() - call.startedAt;
     this.stalls.end(call);
     if (outcome !== 'cancelled') this.host.ended(call.topic, call.partition, ms, outcome === 'ok');
-    const diag = call.diag;
-    if (diag !== undefined) {
-      diag.outcome = outcome;
-      diag.durationMs = ms;
-      diag.error = error;
-      if (channels.handlerEnd.hasSubscribers) channels.handlerEnd.publish(diag);
-    }
+    if (call.diag !== undefined) this.publishEnd(call.diag, outcome, ms, error);
+  }
+
+  private publishEnd(
+    diag: HandlerDiagnostics,
+    outcome: 'ok' | 'failed' | 'cancelled',
+    ms: number,
+    error: unknown,
+  ): void {
+    diag.outcome = outcome;
+    diag.durationMs = ms;
+    diag.error = error;
+    if (channels.handlerEnd.hasSubscribers) channels.handlerEnd.publish(diag);
   }
 
   private onStalled(h: RunningHandler, elapsedMs: number): void {

@@ -140,6 +140,7 @@ export class PartitionLifecycle {
       generation,
       tpKey(tp.topic, tp.partition),
       this.acked,
+      this.parts.flow.held,
     );
   }
 

@@ -39,6 +39,7 @@ export const CONSUMER_OPTION_NAMES = {
   consumeTimeoutMs: true,
   maxBufferedMessages: true,
   maxBufferedBytes: true,
+  maxBufferedBytesTotal: true,
   resumeThreshold: true,
   onAssign: true,
   onRevoke: true,

@@ -36,6 +36,7 @@ export const DEFAULTS = {
   consumeTimeoutMs: 100,
   maxBufferedMessages: 500,
   maxBufferedBytes: 16 * 1024 * 1024,
+  maxBufferedBytesTotal: 8 * 1024 * 1024,
   resumeThreshold: 0.5,
   closeTimeoutMs: 25_000,
 } as const;
@@ -268,6 +269,11 @@ export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSetting
     consumeTimeoutMs: positiveInt(opts, 'consumeTimeoutMs', DEFAULTS.consumeTimeoutMs, 0),
     maxBufferedMessages: positiveInt(opts, 'maxBufferedMessages', DEFAULTS.maxBufferedMessages),
     maxBufferedBytes: positiveInt(opts, 'maxBufferedBytes', DEFAULTS.maxBufferedBytes),
+    maxBufferedBytesTotal: positiveInt(
+      opts,
+      'maxBufferedBytesTotal',
+      DEFAULTS.maxBufferedBytesTotal,
+    ),
     resumeThreshold,
     onAssign: resolveOnAssign(options.onAssign),
     onRevoke: resolveOnRevoke(options.onRevoke),
