@@ -99,7 +99,11 @@ export interface ReactiveConsumerOptions {
   consumeBatchSize?: number;
   /** How long one `consume(n)` call waits for the first message, in ms. @default 100 */
   consumeTimeoutMs?: number;
-  /** Buffered (not yet started) messages per partition above which the partition is paused. @default 500 */
+  /**
+   * Messages a partition holds, counted from its first unfinished one on (running, waiting, or
+   * finished behind an unfinished one), at which the partition is paused. One consume batch may
+   * overshoot it. @default 500
+   */
   maxBufferedMessages?: number;
   /**
    * Buffered bytes per partition above which the partition is paused. A message counts as its

@@ -1,7 +1,8 @@
 /**
  * The error family of the library. Every error has a stable string `code` (the contract users match
- * on: `instanceof` can fail when both the ESM and the CJS entry points are loaded), a `retriable`
- * flag, an optional `cause`, and Kafka coordinates where they apply.
+ * on; `instanceof` works too: the ESM entry point re-exports the CommonJS build, so there is one
+ * copy of each class however the package is loaded), a `retriable` flag, an optional `cause`, and
+ * Kafka coordinates where they apply.
  */
 
 /** Stable error codes, one per class. */

@@ -38,6 +38,7 @@ export type { OAuthBearerToken, OAuthBearerTokenProvider } from './oauth';
 export { assertNativeFeatures, nativeInfo, REQUIRED_FEATURES } from './native';
 export type { BindingInfo, KafkaBinding } from './binding';
 export { ReactiveConsumer } from './reactive-consumer';
+export { BatchItemFailure } from './batch-item-failure';
 export { deserializers } from './deserializers';
 export type {
   OutputRecord,

@@ -184,7 +184,10 @@ export class ReactiveConsumer {
    * the first one. Batches of one partition are in offset order and, with `partitionConcurrency: 1`
    * (default), run one at a time. A batch counts as processed — every message in it — when the
    * handler succeeds; a failure retries the whole batch, then the failure policy applies to all of
-   * its messages (`stop` names the batch's first offset). A revoke drains the batch in flight;
+   * its messages (`stop` names the batch's first offset) — unless the handler throws a
+   * `BatchItemFailure` naming the message that failed: the messages before it count as
+   * processed, it is retried alone, then the policy applies to it alone, and those after it run
+   * again as a new batch. A revoke drains the batch in flight;
    * messages still being gathered, or batches not started, are left to the next owner.
    * A message whose key or value cannot be decoded is taken out of its batch and handled alone
    * (under `onFailure: 'stop'`, the messages before it in its batch run first and are committed).

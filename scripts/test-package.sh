@@ -7,7 +7,8 @@
 #      `./testing` for ESM and CJS under node16 and bundler);
 #   3. installed into a throwaway project: `import` (ESM), `require` (CJS), one class whichever way,
 #      `reactive-rdkafka/testing` starting an embedded cluster, and user code type-checked against
-#      the packed types under nodenext and bundler resolution (with examples/).
+#      the packed types under nodenext and bundler resolution (with examples/ and every TypeScript
+#      snippet of README.md and docs/: scripts/extract-snippets.mjs).
 # With uncommitted changes to tracked files, the clone gets them too (git stash create: the commit
 # `git commit -a` would make), so the check runs before committing; untracked files are never
 # packed. TEST_PACKAGE_REF=HEAD packs HEAD as it is.
@@ -209,6 +210,16 @@ if grep -rl '@internal' "$WORK/pkg/dist" --include='*.d.ts' --include='*.d.mts';
   exit 1
 fi
 cp -r "$ROOT/examples" "$APP/src/examples"
+# Every TypeScript snippet of README.md and docs/ (as committed), one module each: a snippet that
+# does not compile as written fails here. The packages the snippets import besides the library.
+node "$ROOT/scripts/extract-snippets.mjs" "$CLONE" "$APP/src/snippets" | sed 's/^/  snippets: /'
+ln -s "$ROOT/node_modules/@opentelemetry" "$APP/node_modules/@opentelemetry"
+for dep in prom-client $(node -e "console.log(Object.keys(require('$ROOT/node_modules/prom-client/package.json').dependencies ?? {}).join(' '))"); do
+  if [ ! -e "$APP/node_modules/$dep" ]; then
+    mkdir -p "$(dirname "$APP/node_modules/$dep")"
+    ln -s "$ROOT/node_modules/$dep" "$APP/node_modules/$dep"
+  fi
+done
 for resolution in nodenext bundler; do
   module=$([ "$resolution" = bundler ] && echo esnext || echo nodenext)
   cat > "$APP/tsconfig.$resolution.json" <<JSON
@@ -221,6 +232,6 @@ for resolution in nodenext bundler; do
 }
 JSON
   (cd "$APP" && node "$ROOT/node_modules/typescript/bin/tsc" -p "tsconfig.$resolution.json")
-  ok "types check under $resolution (skipLibCheck off, examples/ included)"
+  ok "types check under $resolution (skipLibCheck off, examples/ and the docs' snippets included)"
 done
 echo "test-package: $passed passed, 0 failed"

@@ -14,6 +14,7 @@ import {
   isObservable,
   map,
   mergeMap,
+  of,
   retry,
   tap,
   throwError,
@@ -21,6 +22,7 @@ import {
 import type { Subscription } from 'rxjs';
 import type { Logger } from '../../logger';
 import { HandlerError } from '../../errors';
+import { BatchItemFailure } from '../../batch-item-failure';
 import type { DeserializationError } from '../../errors';
 import type { ResolvedProcessOptions } from '../../process-options';
 import type { DecodedMessage, KafkaMessage, MessageHandler, Processed } from '../../types';
@@ -217,13 +219,18 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
       retry({
         count: this.options.retry.count,
         delay: (err: unknown, retryCount: number) =>
-          this.failures.retryDelay(first, err, retryCount, () => (abandoned = true)),
+          // A partial batch result is not retried as a whole: it splits the batch (below).
+          this.splitAt(good, err) >= 0
+            ? throwError(() => err)
+            : this.failures.retryDelay(first, err, retryCount, () => (abandoned = true)),
       }),
       map((result: unknown): O => {
         this.settle(partition, good, result as R | undefined);
         return this.mode.output(good, 'processed', attempts, result as R | undefined);
       }),
       catchError((err: unknown) => {
+        const at = abandoned ? -1 : this.splitAt(good, err);
+        if (at >= 0) return this.split(partition, good, decoded, at, err as BatchItemFailure);
         if (abandoned) {
           this.logger.info(
             { ...coordinatesOf(first), messages: good.length, attempts, err },
@@ -235,14 +242,74 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
           good.length === 1
             ? `${first.topic}[${first.partition}]@${first.offset}`
             : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
+        // A message that failed alone again with a partial result: its cause is the failure.
+        const cause = err instanceof BatchItemFailure && err.cause !== undefined ? err.cause : err;
         const error = new HandlerError(
-          `Handler failed on ${what} after ${attempts} attempt(s): ${describe(err)}`,
+          `Handler failed on ${what} after ${attempts} attempt(s): ${describe(cause)}`,
           coordinatesOf(first),
-          { cause: err, attempts },
+          { cause, attempts },
         );
         return this.failures.fail(partition, good, error, attempts);
       }),
     );
+  }
+
+  /**
+   * Where a batch's partial result splits it: the index of the message a {@link BatchItemFailure}
+   * names, or -1 (not a batch, not a partial result, or a message not in this batch).
+   */
+  private splitAt(good: KafkaMessage[], err: unknown): number {
+    if (this.mode.batch === undefined || !(err instanceof BatchItemFailure)) return -1;
+    if (good.length === 1 && good[0]!.offset === err.offset) return -1; // alone already: a failure
+    return good.findIndex((m) => m.offset === err.offset);
+  }
+
+  /**
+   * A batch whose handler said which message failed: the messages before it are processed; the
+   * failed one runs on its own (its first attempt is this one) with retries, then the failure
+   * policy; the messages after it run as a new batch, unless the partition stopped at or before
+   * them (`onFailure: 'stop'`) or was released meanwhile.
+   */
+  private split(
+    partition: PartitionControl,
+    good: KafkaMessage[],
+    decoded: DecodedMessage<K, V>[],
+    at: number,
+    failure: BatchItemFailure,
+  ): Observable<O> {
+    const parts: Observable<O>[] = [];
+    if (at > 0) {
+      const done = good.slice(0, at);
+      parts.push(
+        defer(() => {
+          this.settle(partition, done, undefined);
+          return of(this.mode.output(done, 'processed', 1, undefined));
+        }),
+      );
+    }
+    const failed = good[at] as KafkaMessage;
+    const cause = failure.cause ?? failure;
+    parts.push(
+      this.retrying(
+        partition,
+        [failed],
+        [decoded[at] as DecodedMessage<K, V>],
+        throwError(() => cause),
+      ),
+    );
+    const rest = good.slice(at + 1);
+    if (rest.length > 0) {
+      const restDecoded = decoded.slice(at + 1);
+      parts.push(
+        defer(() => {
+          const next = rest[0] as KafkaMessage;
+          const halted = partition.haltedAt;
+          if (next.signal.aborted || (halted !== undefined && halted <= next.offset)) return EMPTY;
+          return this.runUnit(partition, rest, restDecoded);
+        }),
+      );
+    }
+    return concat(...parts);
   }
 }
 

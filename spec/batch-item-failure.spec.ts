@@ -1,0 +1,165 @@
+/**
+ * Partial batch results: a `processBatch()` handler that throws a `BatchItemFailure` naming one
+ * message. The messages before it are processed and committed, it is retried alone then handed to
+ * the failure policy alone, the messages after it run again as a new batch — and, under 'stop',
+ * never after the stop.
+ */
+import assert from 'node:assert/strict';
+import type { Subscription } from 'rxjs';
+import { BatchItemFailure, HandlerError } from '../lib';
+import type { ConsumerEvent, ProcessedBatch } from '../lib';
+import { T, committed, harness, tp, until } from './helpers/harness';
+
+const fast = { count: 2, initialDelayMs: 1, maxDelayMs: 1 };
+
+describe('processBatch() partial results (BatchItemFailure)', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  it('commits the messages before the failed one, retries it alone, and runs the rest as a new batch', async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    const batches: number[][] = [];
+    const out: ProcessedBatch[] = [];
+    let failedOnce = false;
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            const offsets = b.messages.map((m) => m.offset);
+            batches.push(offsets);
+            const m3 = b.messages.find((m) => m.offset === 3);
+            if (m3 && !failedOnce) {
+              failedOnce = true;
+              throw new BatchItemFailure(m3, new Error('m3 is bad once'));
+            }
+          },
+          { maxSize: 6, maxWaitMs: 200, retry: fast },
+        )
+        .subscribe((p) => out.push(p)),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 6, 'everything committed');
+    const failing = batches.find((b) => b.includes(3))!;
+    assert.ok(failing.length > 1 && failing[0]! < 3, `3 failed inside a batch: ${batches}`);
+    // The handler was given 0–2 once (they count as done), 3 again alone, 4–5 again in a new
+    // batch (the failed call did not finish them).
+    const runs = batches.flat();
+    for (let o = 0; o < 6; o++) {
+      assert.equal(runs.filter((x) => x === o).length, o < 3 ? 1 : 2, `runs of ${o}: ${batches}`);
+    }
+    const retried = batches[batches.indexOf(failing) + 1];
+    assert.deepEqual(retried, [3], `3 retried alone: ${JSON.stringify(batches)}`);
+    assert.ok(
+      out.every((p) => p.status === 'processed'),
+      JSON.stringify(out.map((p) => [p.offsets, p.status])),
+    );
+    assert.deepEqual(
+      out.flatMap((p) => p.offsets),
+      [0, 1, 2, 3, 4, 5],
+      'each offset reported once, in order',
+    );
+    await h.consumer.close();
+  });
+
+  it("skips only the failed message under onFailure 'skip': the rest of its batch is processed", async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    const events: ConsumerEvent[] = [];
+    subs.push(h.consumer.events$.subscribe((e) => events.push(e)));
+    const out: ProcessedBatch[] = [];
+    const seen: number[] = [];
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            for (const m of b.messages) {
+              if (m.offset === 2) throw new BatchItemFailure(m.offset, new Error('always bad'));
+              seen.push(m.offset);
+            }
+          },
+          { maxSize: 10, maxWaitMs: 100, retry: fast, onFailure: 'skip' },
+        )
+        .subscribe((p) => out.push(p)),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 6, 'everything committed');
+    assert.deepEqual(seen, [0, 1, 3, 4, 5]);
+    const skipped = events.filter((e) => e.type === 'message-skipped');
+    assert.deepEqual(
+      skipped.map((e) => (e as { offset: number }).offset),
+      [2],
+    );
+    const error = (skipped[0] as { error: unknown }).error;
+    assert.ok(error instanceof Error && error.message === 'always bad', String(error));
+    assert.deepEqual(
+      out.map((p) => [p.offsets, p.status]),
+      [
+        [[0, 1], 'processed'],
+        [[2], 'skipped'],
+        [[3, 4, 5], 'processed'],
+      ],
+    );
+    await h.consumer.close();
+  });
+
+  it("stops at the failed message under onFailure 'stop': what is before it is committed, nothing after it runs", async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    const seen: number[][] = [];
+    let error: unknown;
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            seen.push(b.messages.map((m) => m.offset));
+            const bad = b.messages.find((m) => m.offset === 2);
+            if (bad) throw new BatchItemFailure(bad, new Error('always bad'));
+          },
+          { maxSize: 10, maxWaitMs: 100, retry: fast },
+        )
+        .subscribe({ error: (e: unknown) => (error = e) }),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => error !== undefined, 'the pipeline to error');
+    assert.ok(error instanceof HandlerError, String(error));
+    assert.equal(error.coordinates.offset, 2);
+    assert.equal(error.attempts, 3, 'the failed attempt in its batch, then two alone');
+    assert.equal(committed(h), 2, 'the messages before it are committed, it is not');
+    assert.ok(
+      seen.every((b) => !b.some((o) => o > 2) || b.includes(2)),
+      `nothing after it ran on its own: ${JSON.stringify(seen)}`,
+    );
+  });
+
+  it('fails the whole batch when the failure names a message that is not in it', async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    let calls = 0;
+    let error: unknown;
+    subs.push(
+      h.consumer
+        .processBatch(
+          () => {
+            calls += 1;
+            throw new BatchItemFailure(99, new Error('not ours'));
+          },
+          { maxSize: 10, maxWaitMs: 100, retry: fast },
+        )
+        .subscribe({ error: (e: unknown) => (error = e) }),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 4);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => error !== undefined, 'the pipeline to error');
+    assert.ok(error instanceof HandlerError, String(error));
+    assert.equal(error.coordinates.offset, 0, 'the batch failed as a whole');
+    assert.equal(calls, 3);
+    assert.equal(committed(h) ?? 0, 0);
+  });
+});
