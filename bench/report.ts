@@ -372,7 +372,7 @@ export function renderMarkdown(results: BenchResults): string {
     'Measured with `node --cpu-prof` and single-contender runs on these topics:',
     '',
     "- **Fetch backoff under the library's prefetch bounds (fixed).** The library bounds",
-    "  librdkafka's prefetch to `queued.max.messages.kbytes: 16384` and `queued.min.messages: 10000`;",
+    "  librdkafka's prefetch to `queued.max.messages.kbytes: 8192` and `queued.min.messages: 10000`;",
     "  with librdkafka's `fetch.queue.backoff.ms` of 1000 ms every full queue idled the partition for a",
     '  second (first run: 0.35× raw at 100 B, 0.06× at 1 KiB). The library now defaults it to 10 ms, so',
     '  its rows and the "(fetch backoff tuned)" rows measure the same configuration.',
@@ -458,8 +458,8 @@ export function renderMarkdown(results: BenchResults): string {
     const s = mem.result.samples;
     const last = s[s.length - 1]!;
     md.push(
-      `\`process()\` with the default buffer bounds (500 messages / 16 MiB per partition, 8 MiB for all`,
-      `partitions together, 16 MiB prefetch) on a ${formatInt(mem.backlog)}-message topic of ${formatInt(mem.valueBytes ?? 100)} B values, handler \`await sleep(${mem.handlerMs})\`, default concurrency,`,
+      `\`process()\` with the default buffer bounds (200 messages per partition, 32 MiB shared out among`,
+      `the partitions, 8 MiB prefetch) on a ${formatInt(mem.backlog)}-message topic of ${formatInt(mem.valueBytes ?? 100)} B values, handler \`await sleep(${mem.handlerMs})\`, default concurrency,`,
       'on node-rdkafka and on the companion binding.',
       `RSS sampled every ${formatInt(s.length > 1 ? s[1]!.t - s[0]!.t : 0)} ms for ${formatDuration(mem.sampleMs)}; the backlog is far from consumed when sampling stops.`,
       'Beside it, to say whose memory the peak is: the same run with a full garbage collection every',

@@ -102,7 +102,7 @@ export interface ReactiveConsumerOptions {
   /**
    * Messages a partition holds, counted from its first unfinished one on (running, waiting, or
    * finished behind an unfinished one), at which the partition is paused. One consume batch may
-   * overshoot it. @default 500
+   * overshoot it. @default 200
    */
   maxBufferedMessages?: number;
   /**
@@ -111,11 +111,15 @@ export interface ReactiveConsumerOptions {
    */
   maxBufferedBytes?: number;
   /**
-   * Buffered bytes of all partitions together (counted as for `maxBufferedBytes`) above which
-   * each partition that receives more is paused, until the total falls to `resumeThreshold` of
-   * it: the library's memory for unfinished messages, whatever the number of partitions. It does
-   * not count librdkafka's prefetch (`queued.max.messages.kbytes`, 16 MiB by default here) nor a
-   * value kept after its message finished. @default 8388608 (8 MiB)
+   * Buffered bytes of all partitions together (counted as for `maxBufferedBytes`), shared out
+   * equally: each owned partition is paused at its share (this divided by the partitions owned,
+   * at least 256 KiB or all of it if smaller, at most `maxBufferedBytes`) and resumes at
+   * `resumeThreshold` of it. A share, not a pool: what one partition holds never pauses another.
+   * It bounds the library's memory for unfinished messages whatever the number of partitions
+   * (to the larger of this and 256 KiB per partition); not counted: librdkafka's prefetch
+   * (`queued.max.messages.kbytes`, 8 MiB by default here) and a value kept after its message
+   * finished. A `partitions$` pipeline that holds messages unacked (`bufferCount(n)`) must fit
+   * in a share. @default 33554432 (32 MiB)
    */
   maxBufferedBytesTotal?: number;
   /**

@@ -16,7 +16,7 @@ import type {
   TransactionalOptions,
 } from './transactional-options';
 import { batchMode, batchOptions } from './internal/process/batch-mode';
-import { closeOnAbort, partitionStreams, runPipeline } from './internal/process/pipeline';
+import * as pipelines from './internal/process/pipeline';
 import type { PipelineHost } from './internal/process/pipeline';
 import { requireHandler, singleMode } from './internal/process/processing-mode';
 import type { ProcessingMode } from './internal/process/processing-mode';
@@ -123,12 +123,10 @@ export class ReactiveConsumer {
     this.observability = new ConsumerObservability(this.engine, this.settings, this.logger);
     this.metrics$ = this.observability.metrics$();
     attachObservability(this, this.observability);
-    closeOnAbort(options.signal, this.logger, () => this.close());
-    this.partitions$ = partitionStreams(this.engine, {
+    pipelines.closeOnAbort(options.signal, this.logger, () => this.close());
+    this.partitions$ = pipelines.partitionStreams(this.engine, {
       attached: () => this.attached,
-      attach: () => {
-        this.attached = true;
-      },
+      attach: () => void (this.attached = true),
       started: () => checkThreadPool(this.logger),
     });
     this.pipelineHost = {
@@ -184,10 +182,8 @@ export class ReactiveConsumer {
    * the first one. Batches of one partition are in offset order and, with `partitionConcurrency: 1`
    * (default), run one at a time. A batch counts as processed — every message in it — when the
    * handler succeeds; a failure retries the whole batch, then the failure policy applies to all of
-   * its messages (`stop` names the batch's first offset) — unless the handler throws a
-   * `BatchItemFailure` naming the message that failed: the messages before it count as
-   * processed, it is retried alone, then the policy applies to it alone, and those after it run
-   * again as a new batch. A revoke drains the batch in flight;
+   * its messages (`stop` names the batch's first offset); a `BatchItemFailure` thrown for one
+   * message fails that one alone (docs/failure-handling.md). A revoke drains the batch in flight;
    * messages still being gathered, or batches not started, are left to the next owner.
    * A message whose key or value cannot be decoded is taken out of its batch and handled alone
    * (under `onFailure: 'stop'`, the messages before it in its batch run first and are committed).
@@ -251,9 +247,10 @@ export class ReactiveConsumer {
       observability: this.observability,
       producerFactory: this.internals.transactionalProducerFactory,
     });
+    const subscribed = pipelines.warnIfNeverSubscribed(this.pipelineHost, 'processTransactional()');
     return defer(() => {
-      // Only the subscription that will run the pipeline installs the transactions; a refused one
-      // (already subscribed, closed) gets its error from the pipeline below.
+      subscribed();
+      // Only the subscription that runs the pipeline installs the transactions.
       if (!this.attached && this.engine.lifecycle.kind === 'idle' && !this.transactions) {
         this.transactions = unit;
         this.engine.commitThrough(unit);
@@ -265,7 +262,7 @@ export class ReactiveConsumer {
   }
 
   private pipeline<R, K, V, O>(mode: ProcessingMode<R, K, V, O>, resolved: ResolvedProcessOptions) {
-    return runPipeline(this.pipelineHost, mode, resolved);
+    return pipelines.runPipeline(this.pipelineHost, mode, resolved);
   }
 
   /**
@@ -380,12 +377,12 @@ export class ReactiveConsumer {
    * `timeoutMs` (default `closeTimeoutMs`, 25 s: inside a Kubernetes pod's 30 s SIGTERM grace
    * period). A native call that cannot be cut short (a `sendOffsetsToTransaction` stuck on an
    * unreachable transaction coordinator) is left to finish: the disconnect (and, with transactions,
-   * the abort) happens once it returned, after this promise resolved (docs/exactly-once.md). Idempotent: a later call returns the same promise, and if its `timeoutMs` ends sooner
-   * than the first call's deadline, the sooner deadline holds (a SIGTERM after an unsubscribe must
-   * still fit its grace period; the drain is cut shorter then). Safe before the first assignment
-   * and from a SIGTERM handler. Unsubscribing from `process()` / `processBatch()` does the same. The pipeline
-   * completes afterwards. From inside a handler, call it without awaiting it: the close drains that
-   * handler too, so awaiting it there waits until the drain deadline and the message is redone.
+   * the abort) happens once it returned, after this promise resolved (docs/exactly-once.md).
+   * Idempotent: a later call returns the same promise; a sooner `timeoutMs` than the first call's
+   * deadline holds (a SIGTERM after an unsubscribe must fit its grace period). Safe before the
+   * first assignment and from a SIGTERM handler. Unsubscribing from `process()` /
+   * `processBatch()` does the same; the pipeline completes afterwards. From inside a handler, do
+   * not await it: the close drains that handler too, so the await lasts until the drain deadline.
    */
   async close(options: { timeoutMs?: number } = {}): Promise<void> {
     await closeConsumer(options, {

@@ -1,36 +1,34 @@
 /**
- * `maxBufferedBytesTotal`: the bytes every partition of a consumer holds together. Each partition
- * that receives more once the total reached it is paused; all resume once the total falls to
- * `resumeThreshold` of it — also a partition that drained while the total was still high (no ack
- * of its own will come), and also when the total falls because a partition was lost.
+ * `maxBufferedBytesTotal`: the bytes all partitions of a consumer hold, shared out equally among
+ * the partitions owned. Each partition is paused at its share and resumes below its threshold; a
+ * share, not a pool, so that what one partition holds (a hung handler, an unfinished
+ * `bufferCount`) never pauses another, and steady traffic on one never starves another.
  */
 import assert from 'node:assert/strict';
+import { bufferCount, concatMap, mergeMap } from 'rxjs';
 import type { Subscription } from 'rxjs';
-import type { KafkaMessage } from '../lib';
+import type { KafkaMessage, PartitionStream } from '../lib';
 import { MESSAGE_OVERHEAD_BYTES } from '../lib/internal/partition/held-bytes';
 import { T, gate, harness, tp, until } from './helpers/harness';
 
 /** What the fake's message at `offset` counts: a 10-byte value, key `k<offset>`, the overhead. */
 const bytesAt = (offset: number): number => 10 + `k${offset}`.length + MESSAGE_OVERHEAD_BYTES;
 
-describe('maxBufferedBytesTotal (the consumer-wide byte budget)', () => {
+describe('maxBufferedBytesTotal (the byte budget shared out among partitions)', () => {
   const subs: Subscription[] = [];
   afterEach(() => {
     for (const s of subs.splice(0)) s.unsubscribe();
   });
 
-  it('pauses each partition that receives more once all hold the budget, and resumes them all when the total falls', async () => {
-    const budget = 6 * bytesAt(0);
-    const h = harness({ maxBufferedBytesTotal: budget, consumeBatchSize: 1 });
+  it('pauses each partition at its share of the budget and resumes them all once they drained', async () => {
+    const share = 6 * bytesAt(0);
+    const h = harness({ maxBufferedBytesTotal: 3 * share, consumeBatchSize: 1 });
     const open = gate();
     const seen: string[] = [];
-    let maxHeld = 0;
     subs.push(
       h.consumer
         .process(
           async (m: KafkaMessage) => {
-            const held = h.consumer.metrics().partitions.reduce((s, p) => s + p.bufferedBytes, 0);
-            maxHeld = Math.max(maxHeld, held);
             await open.promise;
             seen.push(`${m.partition}@${m.offset}`);
           },
@@ -39,107 +37,122 @@ describe('maxBufferedBytesTotal (the consumer-wide byte budget)', () => {
         .subscribe(),
     );
     await until(() => h.fake().isConnected(), 'connect');
-    h.fake().produce(T, 0, 30);
-    h.fake().produce(T, 1, 30);
-    h.fake().produce(T, 2, 30);
+    for (const p of [0, 1, 2]) h.fake().produce(T, p, 30);
     h.fake().rebalanceAssign([tp(0), tp(1), tp(2)]);
-    await until(
-      () => [0, 1, 2].every((p) => h.fake().isPaused(T, p)),
-      'every partition paused by the budget',
-    );
-    const m = h.consumer.metrics();
-    const held = m.partitions.reduce((s, p) => s + p.bufferedBytes, 0);
-    // One message per partition may arrive after the total reached the budget (it pauses that one).
-    assert.ok(held >= budget, `held ${held} of ${budget}`);
-    assert.ok(held <= budget + 3 * bytesAt(99), `held ${held}, budget ${budget}`);
-    assert.ok(m.buffered < 90, `${m.buffered} buffered: the budget held most of the backlog back`);
+    await until(() => [0, 1, 2].every((p) => h.fake().isPaused(T, p)), 'every partition paused');
+    for (const p of h.consumer.metrics().partitions) {
+      // Paused at the first message that reached the share (one consume batch of 1 overshoots).
+      assert.ok(p.bufferedBytes >= share, `partition ${p.partition} holds ${p.bufferedBytes}`);
+      assert.ok(
+        p.bufferedBytes < share + bytesAt(99),
+        `partition ${p.partition}: ${p.bufferedBytes}`,
+      );
+      assert.ok(p.buffered < 30, `partition ${p.partition} held back the rest of its backlog`);
+    }
     open.open();
     await until(() => seen.length === 90, 'every message processed', 10_000);
     assert.deepEqual(
       [0, 1, 2].filter((p) => h.fake().isPaused(T, p)),
       [],
     );
-    assert.ok(maxHeld <= budget + 3 * bytesAt(99), `at most ${maxHeld} held at a handler's start`);
     await h.consumer.close();
   });
 
-  it('resumes a partition that drained while the total was still above the threshold', async () => {
-    // Partition 1 fills its own limit (3 messages) and drains while partition 0 still holds 3:
-    // the total (3 messages) is above half the budget, so partition 1 waits — and no ack of its own
-    // will come. Partition 0's acks must resume it.
-    const budget = 5 * bytesAt(0);
-    const h = harness({
-      maxBufferedBytesTotal: budget,
-      maxBufferedMessages: 3,
-      consumeBatchSize: 1,
-    });
-    const gates = new Map([
-      [0, gate()],
-      [1, gate()],
-    ]);
-    const seen: string[] = [];
+  it('a partition whose handler hangs holds its own share and pauses no other partition', async () => {
+    // 10 KiB values, two partitions of 1 MiB each: partition 0 fills its share and stays full.
+    const h = harness({ maxBufferedBytesTotal: 2 * 1024 * 1024, consumeBatchSize: 10 });
+    const stuck = gate();
+    let p1 = 0;
     subs.push(
       h.consumer
-        .process(
-          async (m: KafkaMessage) => {
-            await gates.get(m.partition)!.promise;
-            seen.push(`${m.partition}@${m.offset}`);
-          },
-          { concurrency: 100, partitionConcurrency: 100 },
-        )
+        .process(async (m: KafkaMessage) => {
+          if (m.partition === 0) return stuck.promise;
+          p1 += 1;
+        })
         .subscribe(),
     );
     await until(() => h.fake().isConnected(), 'connect');
-    h.fake().produce(T, 0, 10);
-    h.fake().produce(T, 1, 10);
+    h.fake().produce(T, 0, 600, 10 * 1024);
+    h.fake().produce(T, 1, 2000, 10 * 1024);
     h.fake().rebalanceAssign([tp(0), tp(1)]);
-    await until(() => h.fake().isPaused(T, 0) && h.fake().isPaused(T, 1), 'both partitions paused');
-    gates.get(1)!.open();
-    await until(() => seen.some((s) => s.startsWith('1@')), 'partition 1 drained');
-    await until(
-      () => h.consumer.metrics().partitions.find((p) => p.partition === 1)!.buffered === 0,
-      'partition 1 empty',
+    await until(() => p1 === 2000, 'partition 1 processed all 2000 messages', 10_000);
+    const p0 = h.consumer.metrics().partitions.find((p) => p.partition === 0)!;
+    assert.equal(p0.paused, true);
+    // Paused at its share, overshot by at most one consume batch (10 messages).
+    assert.ok(
+      p0.bufferedBytes <= 1024 * 1024 + 120 * 1024,
+      `partition 0 holds ${p0.bufferedBytes}`,
     );
-    assert.ok(h.fake().isPaused(T, 0), 'partition 0 still holds its messages');
-    gates.get(0)!.open();
-    await until(() => seen.length === 20, 'every message of both partitions processed', 10_000);
-    assert.deepEqual(
-      seen.filter((s) => s.startsWith('1@')),
-      Array.from({ length: 10 }, (_, i) => `1@${i}`),
-    );
+    stuck.open();
     await h.consumer.close();
   });
 
-  it('resumes the partitions waiting for the total when the partition holding it is lost', async () => {
-    const budget = 4 * bytesAt(0);
+  it('steady traffic on one partition does not starve another', async () => {
     const h = harness(
-      { maxBufferedBytesTotal: budget, consumeBatchSize: 1 },
+      { maxBufferedBytesTotal: 60 * bytesAt(0), consumeBatchSize: 10 },
       { protocol: 'COOPERATIVE' },
     );
-    const stuck = gate();
-    const seen: string[] = [];
+    const waiting = new Map<number, () => void>();
+    let p0 = 0;
+    let traffic: NodeJS.Timeout | undefined;
     subs.push(
       h.consumer
         .process(
           async (m: KafkaMessage) => {
-            if (m.partition === 0) await stuck.promise;
-            seen.push(`${m.partition}@${m.offset}`);
+            if (m.partition === 0) {
+              p0 += 1;
+              return;
+            }
+            // Partition 1: each message finishes when the 22nd after it arrives (latency × rate).
+            waiting.get(m.offset - 22)?.();
+            waiting.delete(m.offset - 22);
+            await new Promise<void>((r) => waiting.set(m.offset, r));
           },
-          { concurrency: 100, partitionConcurrency: 100 },
+          { concurrency: 200, partitionConcurrency: 100 },
         )
         .subscribe(),
     );
+    try {
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 1, 22);
+      h.fake().rebalanceAssign([tp(1)]);
+      await until(() => waiting.size === 22, '22 messages of partition 1 in flight');
+      traffic = setInterval(() => h.fake().produce(T, 1, 1), 5);
+      h.fake().produce(T, 0, 200);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => p0 === 200, 'partition 0 processed its 200 messages', 5000);
+    } finally {
+      clearInterval(traffic);
+      for (const open of waiting.values()) open();
+      await h.consumer.close();
+    }
+  });
+
+  it('partitions$ batching 100 messages per partition (bufferCount) fits the default shares of 12 partitions', async () => {
+    const h = harness({ consumeBatchSize: 30 });
+    const n = 12;
+    let done = 0;
+    subs.push(
+      h.consumer.partitions$
+        .pipe(
+          mergeMap((p: PartitionStream) =>
+            p.messages$.pipe(
+              bufferCount(100),
+              concatMap(async (batch) => {
+                await new Promise((r) => setImmediate(r));
+                return batch;
+              }),
+              mergeMap((batch) => batch),
+              p.acknowledge(),
+            ),
+          ),
+        )
+        .subscribe(() => (done += 1)),
+    );
     await until(() => h.fake().isConnected(), 'connect');
-    h.fake().produce(T, 0, 10);
-    h.fake().rebalanceAssign([tp(0)]);
-    await until(() => h.fake().isPaused(T, 0), 'partition 0 holds the budget');
-    h.fake().produce(T, 1, 10);
-    h.fake().rebalanceAssign([tp(1)]);
-    await until(() => seen.some((s) => s.startsWith('1@')), 'partition 1 gets one message in');
-    await until(() => h.fake().isPaused(T, 1), 'partition 1 paused by the budget');
-    h.fake().rebalanceRevoke([tp(0)], { lost: true });
-    await until(() => seen.filter((s) => s.startsWith('1@')).length === 10, 'partition 1 done');
-    stuck.open();
+    for (let p = 0; p < n; p++) h.fake().produce(T, p, 200, 10 * 1024);
+    h.fake().rebalanceAssign(Array.from({ length: n }, (_, p) => tp(p)));
+    await until(() => done === n * 200, 'every message processed', 10_000);
     await h.consumer.close();
   });
 });

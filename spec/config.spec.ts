@@ -38,7 +38,7 @@ describe('resolveSettings', () => {
     assert.equal(s.groupProtocol, 'classic');
     assert.equal(s.globalConfig['enable.auto.commit'], false);
     assert.equal(s.globalConfig['enable.auto.offset.store'], false);
-    assert.equal(s.globalConfig['queued.max.messages.kbytes'], 16_384);
+    assert.equal(s.globalConfig['queued.max.messages.kbytes'], 8192);
     assert.deepEqual(s.topics, ['t']);
   });
 

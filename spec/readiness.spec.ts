@@ -91,6 +91,22 @@ describe('ready() and a pipeline never subscribed', () => {
     await h.consumer.close();
   });
 
+  it('warns once when processTransactional() is called and its Observable never subscribed', async () => {
+    const { logger, lines } = recordingLogger();
+    const h = harness({ logger }, {}, { notSubscribedWarnMs: 30 });
+    void h.consumer.processTransactional(() => []); // the subscribe() is forgotten
+    await until(
+      () =>
+        lines.some(
+          (l) =>
+            l.level === 40 && /processTransactional\(\) was called .* never subscribed/.test(l.msg),
+        ),
+      'the warning',
+    );
+    assert.equal(lines.filter((l) => /never subscribed/.test(l.msg)).length, 1);
+    await h.consumer.close();
+  });
+
   it('does not warn about a pipeline subscribed in time', async () => {
     const { logger, lines } = recordingLogger();
     const h = harness({ logger }, {}, { notSubscribedWarnMs: 30 });

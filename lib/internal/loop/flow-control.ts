@@ -9,7 +9,6 @@ import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { TopicPartition } from '../../types';
 import type { ConsumerClient } from '../binding/consumer-client';
-import type { HeldBytes } from '../partition/held-bytes';
 import type { PartitionControl } from '../partition/partition-control';
 import { list, tpKey } from '../binding/rdkafka';
 import type { PartitionLoggers } from '../observe/partition-loggers';
@@ -29,6 +28,12 @@ export interface FlowControlHost {
   running(): boolean;
 }
 
+/**
+ * The least a partition's share of `maxBufferedBytesTotal` is (when many partitions are owned):
+ * room for some messages ahead of the handlers, so that a partition is not paused at every batch.
+ */
+export const MIN_SHARE_BYTES = 256 * 1024;
+
 /** How long moving a position back may wait for librdkafka's answer before it is asked again. */
 const REWIND_SEEK_TIMEOUT_MS = 500;
 
@@ -45,21 +50,6 @@ export class FlowControl {
    */
   private readonly rewinds = new Map<PartitionControl, { offset: number; sought: boolean }>();
   private readonly resumeAtMessages: number;
-  private readonly resumeAtBytes: number;
-  private readonly resumeAtTotal: number;
-  /** The bytes every stream of the consumer holds (each control adds and removes its own). */
-  readonly held: HeldBytes = {
-    total: 0,
-    dropped: () => {
-      if (this.overBudget.size > 0 && this.held.total <= this.resumeAtTotal) this.resumeWaiting();
-    },
-  };
-  /**
-   * Streams paused by the consumer-wide budget alone (their own buffers were within their
-   * limits): they may hold nothing, so no ack of theirs would resume them; any ack that brings the
-   * total low enough does.
-   */
-  private readonly overBudget = new Set<PartitionControl>();
 
   constructor(
     private readonly client: ConsumerClient,
@@ -68,57 +58,42 @@ export class FlowControl {
     private readonly host: FlowControlHost,
   ) {
     this.resumeAtMessages = Math.floor(settings.maxBufferedMessages * settings.resumeThreshold);
-    this.resumeAtBytes = Math.floor(settings.maxBufferedBytes * settings.resumeThreshold);
-    this.resumeAtTotal = Math.floor(settings.maxBufferedBytesTotal * settings.resumeThreshold);
   }
 
   /**
-   * A message was handed to the stream: pause the partition if its buffer is full, or if the
-   * consumer's streams together hold `maxBufferedBytesTotal` (then each stream that receives
-   * more is paused, until the total falls to the resume threshold).
+   * The bytes one partition may hold now: an equal share of `maxBufferedBytesTotal` among the
+   * partitions owned (at least {@link MIN_SHARE_BYTES} when the budget is that large), at most
+   * `maxBufferedBytes`. A share, not a shared pool: what one partition holds (a stuck handler's
+   * buffer, a user's unfinished `bufferCount`) never pauses another.
    */
+  bytesLimit(): number {
+    const { maxBufferedBytes, maxBufferedBytesTotal } = this.settings;
+    let share = Math.floor(maxBufferedBytesTotal / Math.max(1, this.host.assignments.size));
+    if (maxBufferedBytesTotal >= MIN_SHARE_BYTES && share < MIN_SHARE_BYTES)
+      share = MIN_SHARE_BYTES;
+    return Math.min(maxBufferedBytes, share);
+  }
+
+  /** A message was handed to the stream: pause the partition if its buffer is full. */
   afterPush(control: PartitionControl): void {
-    if (control.paused) return;
     if (
-      control.ledger.window >= this.settings.maxBufferedMessages ||
-      control.bufferedBytes >= this.settings.maxBufferedBytes
+      !control.paused &&
+      (control.ledger.window >= this.settings.maxBufferedMessages ||
+        control.bufferedBytes >= this.bytesLimit())
     ) {
       this.setBackpressure(control, true);
-    } else if (this.held.total >= this.settings.maxBufferedBytesTotal) {
-      this.setBackpressure(control, true);
-      if (control.paused) this.overBudget.add(control);
     }
   }
 
-  /**
-   * A message finished: resume the partition once its buffer drained below the threshold and the
-   * consumer's total is at or below the threshold of its budget. A drained stream that waits for
-   * the total waits among {@link overBudget}: the next ack of any stream, or a stream's release,
-   * that brings the total down resumes it.
-   */
+  /** A message finished: resume the partition once its buffer drained below the threshold. */
   afterAck(control: PartitionControl): void {
-    if (control.paused && this.drained(control)) {
-      if (this.held.total <= this.resumeAtTotal) this.resumeFromBackpressure(control);
-      else this.overBudget.add(control);
+    if (
+      control.paused &&
+      control.ledger.window <= this.resumeAtMessages &&
+      control.bufferedBytes <= Math.floor(this.bytesLimit() * this.settings.resumeThreshold)
+    ) {
+      this.setBackpressure(control, false);
     }
-    if (this.overBudget.size > 0 && this.held.total <= this.resumeAtTotal) this.resumeWaiting();
-  }
-
-  /** Streams waiting for the total to fall whose own buffers allow it: resumed. */
-  private resumeWaiting(): void {
-    for (const c of [...this.overBudget]) if (this.drained(c)) this.resumeFromBackpressure(c);
-  }
-
-  /** Whether a stream's own buffer is low enough to fetch again. */
-  private drained(control: PartitionControl): boolean {
-    return (
-      control.ledger.window <= this.resumeAtMessages && control.bufferedBytes <= this.resumeAtBytes
-    );
-  }
-
-  private resumeFromBackpressure(control: PartitionControl): void {
-    this.overBudget.delete(control);
-    if (control.paused) this.setBackpressure(control, false);
   }
 
   /**
@@ -146,7 +121,6 @@ export class FlowControl {
   releasing(controls: readonly PartitionControl[]): void {
     for (const c of controls) {
       this.rewinds.delete(c);
-      this.overBudget.delete(c);
       if (c.paused) this.setBackpressure(c, false);
     }
   }
@@ -154,7 +128,6 @@ export class FlowControl {
   /** A seek replaced `old` by `next`: the new stream starts with an empty buffer. */
   replaced(old: PartitionControl, next: PartitionControl): void {
     this.rewinds.delete(old);
-    this.overBudget.delete(old);
     if (!old.paused || this.userPaused.has(next.key)) return;
     try {
       const tp = [{ topic: next.topic, partition: next.partition }];

@@ -1,12 +1,5 @@
-/** How buffered messages are counted in bytes (`maxBufferedBytes`, `maxBufferedBytesTotal`). */
+/** How a buffered message is counted in bytes (`maxBufferedBytes`, `maxBufferedBytesTotal`). */
 import type { KafkaMessage } from '../../types';
-
-/** A consumer's count of the bytes all its streams hold (the `maxBufferedBytesTotal` budget). */
-export interface HeldBytes {
-  total: number;
-  /** A stream stopped counting what it held (fenced or released): the total fell. */
-  dropped?(): void;
-}
 
 /**
  * What a buffered message is counted as: its value and key bytes plus

@@ -140,7 +140,6 @@ export class PartitionLifecycle {
       generation,
       tpKey(tp.topic, tp.partition),
       this.acked,
-      this.parts.flow.held,
     );
   }
 

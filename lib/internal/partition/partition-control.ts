@@ -6,7 +6,6 @@ import { dropOnEndMerge } from './drop-on-end-merge';
 import type { KafkaMessage, PartitionStream } from '../../types';
 import { OffsetLedger } from './offset-ledger';
 import { heldBytes } from './held-bytes';
-import type { HeldBytes } from './held-bytes';
 
 /**
  * The states of one partition assignment:
@@ -60,8 +59,6 @@ export class PartitionControl implements PartitionStream {
     readonly generation: number,
     readonly key: string,
     private readonly onChange: (control: PartitionControl) => void,
-    /** The consumer-wide count of buffered bytes this stream adds to (flow-control.ts). */
-    private readonly held: HeldBytes = { total: 0 },
   ) {
     this.ledger = new OffsetLedger();
     // Every waiting task (limiter slot, merge buffer, retry backoff) listens on these signals.
@@ -245,9 +242,7 @@ export class PartitionControl implements PartitionStream {
   push(message: KafkaMessage): boolean {
     if (this.state_ !== 'active') return false;
     this.ledger.deliver(message.offset);
-    const bytes = heldBytes(message);
-    this.bufferedBytes_ += bytes;
-    this.held.total += bytes;
+    this.bufferedBytes_ += heldBytes(message);
     if (this.subscriber) this.subscriber.next(message);
     else this.pendingBeforeSubscribe.push(message);
     return true;
@@ -279,9 +274,7 @@ export class PartitionControl implements PartitionStream {
     }
     if (this.state_ === 'fenced' || this.state_ === 'released') return;
     if (!this.ledger.complete(message.offset)) return;
-    const bytes = heldBytes(message);
-    this.bufferedBytes_ -= bytes;
-    this.held.total -= bytes;
+    this.bufferedBytes_ -= heldBytes(message);
     this.checkDrained();
     this.onChange(this);
   }
@@ -341,23 +334,14 @@ export class PartitionControl implements PartitionStream {
     if (this.inFlight > 0) this.abandonedWork = true;
     this.end();
     this.state_ = 'fenced';
-    this.dropHeld(); // later acks are ignored: what it holds no longer counts
     if (!this.controller.signal.aborted) this.controller.abort(new Error(reason));
     this.drainedResolve();
   }
 
-  private dropHeld(): void {
-    if (this.bufferedBytes_ === 0) return;
-    this.held.total -= this.bufferedBytes_;
-    this.bufferedBytes_ = 0;
-    this.held.dropped?.();
-  }
-
-  /** The partition was unassigned: what it still counted leaves the consumer-wide total. */
+  /** The partition was unassigned. */
   release(): void {
     this.end();
     this.state_ = 'released';
-    this.dropHeld();
     this.drainedResolve();
   }
 

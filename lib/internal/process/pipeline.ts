@@ -108,12 +108,30 @@ export interface PipelineHost {
 /** How long a pipeline may stay unsubscribed before the consumer warns about it. */
 const NOT_SUBSCRIBED_WARN_MS = 5000;
 
+/**
+ * A pipeline nobody subscribes to consumes nothing, silently: warns once, `warnAfterMs` after the
+ * call, while the consumer has not started (a forgotten subscribe(), or an Observable returned
+ * where none subscribes). Returns the cancel, called by the subscription.
+ */
+export function warnIfNeverSubscribed(host: PipelineHost, call: string): () => void {
+  const warnAfterMs = host.internals.notSubscribedWarnMs ?? NOT_SUBSCRIBED_WARN_MS;
+  const timer = setTimeout(() => {
+    if (host.engine.lifecycle.kind !== 'idle') return;
+    host.logger.warn(
+      { afterMs: warnAfterMs },
+      `${call} was called but its Observable was never subscribed: nothing is consumed until it is`,
+    );
+  }, warnAfterMs);
+  timer.unref();
+  return () => clearTimeout(timer);
+}
+
 export function runPipeline<R, K, V, O>(
   host: PipelineHost,
   mode: ProcessingMode<R, K, V, O>,
   resolved: ResolvedProcessOptions,
+  call = 'process() or processBatch()',
 ): Observable<O> {
-  const warnAfterMs = host.internals.notSubscribedWarnMs ?? NOT_SUBSCRIBED_WARN_MS;
   const deadLetter =
     resolved.deadLetter === undefined
       ? undefined
@@ -125,18 +143,9 @@ export function runPipeline<R, K, V, O>(
           host.logger.child({ component: 'dead-letter' }),
           host.internals.producerFactory ?? producerFactoryOf(host.settings.binding),
         );
-  // A pipeline nobody subscribes to consumes nothing, silently: say so once, while the consumer
-  // has not started (a forgotten subscribe(), or an Observable returned where none subscribes).
-  const notSubscribed = setTimeout(() => {
-    if (host.engine.lifecycle.kind !== 'idle') return;
-    host.logger.warn(
-      { afterMs: warnAfterMs },
-      'process() or processBatch() was called but its Observable was never subscribed: nothing is consumed until it is',
-    );
-  }, warnAfterMs);
-  notSubscribed.unref();
+  const subscribed = warnIfNeverSubscribed(host, call);
   return new Observable<O>((subscriber) => {
-    clearTimeout(notSubscribed);
+    subscribed();
     const limiter = new FairLimiter(resolved.concurrency);
     const processor = new MessageProcessor<R, K, V, O>(
       mode,

@@ -79,7 +79,7 @@ export function checkSaslMechanism(config: Record<string, unknown>, prefix = '')
  * (64 MiB and 100k messages per partition queue) would dwarf the library's buffer limits.
  */
 export const DEFAULT_PREFETCH: Readonly<Record<string, number>> = {
-  'queued.max.messages.kbytes': 16_384,
+  'queued.max.messages.kbytes': 8192,
   'queued.min.messages': 10_000,
   // With the bounds above, librdkafka's default backoff (1000 ms) idles a partition for a second
   // every time its queue fills: measured at 0.35× the raw binding (100 B) and 0.06× (1 KiB).

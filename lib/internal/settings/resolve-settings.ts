@@ -34,9 +34,9 @@ export const DEFAULTS = {
   connectTimeoutMs: 30_000,
   consumeBatchSize: 500,
   consumeTimeoutMs: 100,
-  maxBufferedMessages: 500,
+  maxBufferedMessages: 200,
   maxBufferedBytes: 16 * 1024 * 1024,
-  maxBufferedBytesTotal: 8 * 1024 * 1024,
+  maxBufferedBytesTotal: 32 * 1024 * 1024,
   resumeThreshold: 0.5,
   closeTimeoutMs: 25_000,
 } as const;
