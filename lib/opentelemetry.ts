@@ -9,7 +9,12 @@
  */
 import { isObservable } from 'rxjs';
 import { withEnd } from './internal/observe/observable-end';
-import type { HandlerTrace, HandlerTracer } from './tracing';
+import type {
+  HandlerTrace,
+  HandlerTracer,
+  TransactionSpanHandle,
+  TransactionTrace,
+} from './tracing';
 
 // The parts of `@opentelemetry/api` this integration uses, structurally: the package's types stay
 // optional for users who do not use OpenTelemetry (the module itself satisfies them).
@@ -24,6 +29,8 @@ export interface OtelSpanContext {
 /** The span methods this integration calls. */
 export interface OtelSpan {
   end(): void;
+  /** Its context (the links of a transaction's commit span point at handler spans). */
+  spanContext?(): OtelSpanContext;
   recordException(exception: Error | string): void;
   setStatus(status: { code: number; message?: string }): unknown;
 }
@@ -64,7 +71,7 @@ export interface OpenTelemetryApi {
     ): ReturnType<F>;
   };
   readonly ROOT_CONTEXT: OtelContext;
-  readonly SpanKind: { readonly CONSUMER: number };
+  readonly SpanKind: { readonly CONSUMER: number; readonly CLIENT?: number };
   readonly SpanStatusCode: { readonly ERROR: number };
 }
 
@@ -92,13 +99,40 @@ const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
   value !== null &&
   typeof (value as { then?: unknown }).then === 'function';
 
-/** A {@link HandlerTracer} that makes each handler call an OpenTelemetry CONSUMER span. */
+/** Handler spans remembered for the commit span of their transaction, at most. */
+const MAX_REMEMBERED_SPANS = 100_000;
+/** `SpanKind.CLIENT` of `@opentelemetry/api`, for an api object that does not spell it. */
+const SPAN_KIND_CLIENT = 2;
+
+/**
+ * A {@link HandlerTracer} that makes each handler call an OpenTelemetry CONSUMER span, and each
+ * `processTransactional()` commit a `commit transaction` span linked to the handler spans of the
+ * messages in it.
+ */
 export function openTelemetryTracing(
   api: OpenTelemetryApi,
   options: OpenTelemetryTracingOptions = {},
 ): HandlerTracer {
   const tracer = options.tracer ?? api.trace.getTracer('reactive-rdkafka');
   const recordKey = options.recordKey ?? true;
+  /**
+   * The span of each `processTransactional()` handler call whose transaction has not committed
+   * yet, by input: its commit span links them. Bounded: the oldest are dropped past the limit (a
+   * transaction that never commits leaves nothing behind for long).
+   */
+  const inTransaction = new Map<string, OtelSpanContext>();
+  const inputKey = (topic: string, partition: number, offset: number): string =>
+    `${topic}\u0000${partition}\u0000${offset}`;
+  const remember = (trace: HandlerTrace, span: OtelSpan): void => {
+    const sc = span.spanContext?.();
+    if (sc === undefined) return;
+    const key = inputKey(trace.topic, trace.partition, trace.offset);
+    inTransaction.delete(key); // a redone input: the newest call counts
+    inTransaction.set(key, sc);
+    if (inTransaction.size > MAX_REMEMBERED_SPANS) {
+      inTransaction.delete(inTransaction.keys().next().value as string);
+    }
+  };
   const fail = (span: OtelSpan, err: unknown): void => {
     span.recordException(err instanceof Error ? err : String(err));
     span.setStatus({
@@ -140,6 +174,7 @@ export function openTelemetryTracing(
         { kind: api.SpanKind.CONSUMER, attributes, links },
         parent,
       );
+      if (trace.transactional) remember(trace, span);
       const inSpan = api.trace.setSpan(parent, span);
       let result: T;
       try {
@@ -176,6 +211,42 @@ export function openTelemetryTracing(
           throw err;
         },
       ) as T;
+    },
+    transaction(trace: TransactionTrace): TransactionSpanHandle {
+      const links: { context: OtelSpanContext }[] = [];
+      for (const input of trace.inputs) {
+        const key = inputKey(input.topic, input.partition, input.offset);
+        const sc = inTransaction.get(key);
+        if (sc === undefined) continue;
+        inTransaction.delete(key);
+        links.push({ context: sc });
+      }
+      const topics = [...new Set(trace.offsets.map((o) => o.topic))];
+      const attributes: Record<string, string | number | boolean> = {
+        'messaging.system': 'kafka',
+        'messaging.operation.type': 'settle',
+        'messaging.operation.name': 'commit',
+        'messaging.consumer.group.name': trace.group,
+        'messaging.kafka.transactional_id': trace.transactionalId,
+        'messaging.kafka.transaction.kind': trace.kind,
+        'messaging.batch.message_count': trace.messages,
+        'messaging.kafka.transaction.records': trace.records,
+      };
+      if (topics.length === 1) attributes['messaging.destination.name'] = topics[0]!;
+      const span = tracer.startSpan(
+        'commit transaction',
+        { kind: api.SpanKind.CLIENT ?? SPAN_KIND_CLIENT, attributes, links },
+        api.context.active(),
+      );
+      let ended = false;
+      return {
+        end(error?: unknown): void {
+          if (ended) return;
+          ended = true;
+          if (error !== undefined) fail(span, error);
+          span.end();
+        },
+      };
     },
   };
 }

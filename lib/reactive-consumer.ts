@@ -230,22 +230,22 @@ export class ReactiveConsumer {
    * - `concurrency`, `partitionConcurrency`, `ordering`, `retry`, `key`/`value` work as in
    *   {@link process}; `onFailure` is `'stop'` or `'skip'` (no dead-letter: that write would not be
    *   in the transaction); `rememberCompleted` and `isolation.level=read_uncommitted` are refused.
-   *
-   * Emits a {@link Processed} per finished message (its `result` the records), before its
-   * transaction commits; completes after `close()`.
+   * - Emits a {@link Processed} per finished message (its `result` the records), before its
+   *   transaction commits; completes after `close()`.
    */
   processTransactional<V = Buffer | null, K = Buffer | null>(
     handler: TransactionalHandler<K, V>,
     options: TransactionalOptions<K, V> = {},
   ): Observable<Processed<readonly OutputRecord[]>> {
     requireHandler(handler);
-    const traced = traceHandler(handler, this.settings.groupId, this.tracer);
+    const traced = traceHandler(handler, this.settings.groupId, this.tracer, true);
     const { resolved, unit, mode } = transactionalMode(traced as typeof handler, options, {
       settings: this.settings,
       logger: this.logger,
       engine: this.engine,
       observability: this.observability,
       producerFactory: this.internals.transactionalProducerFactory,
+      tracer: this.tracer,
     });
     const subscribed = pipelines.warnIfNeverSubscribed(this.pipelineHost, 'processTransactional()');
     return defer(() => {

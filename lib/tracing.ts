@@ -38,6 +38,38 @@ export interface HandlerTrace {
   result?: unknown;
   /** Why it failed, if it did. */
   error?: unknown;
+  /** The call is a `processTransactional()` handler's: its message's commit is a {@link TransactionTrace}. */
+  readonly transactional?: boolean;
+}
+
+/** The commit of one `processTransactional()` transaction (sendOffsetsToTransaction → commit). */
+export interface TransactionTrace {
+  /** The consumer's `group.id`. */
+  readonly group: string;
+  readonly transactionalId: string;
+  /** `periodic` (size, age, `commit()`) or `revoke` (a revoke's final commit). */
+  readonly kind: 'periodic' | 'revoke';
+  /** Input messages whose records are in it. */
+  readonly messages: number;
+  /** Output records in it. */
+  readonly records: number;
+  /** The input messages in it, in the order their records went in (the handler calls it links). */
+  readonly inputs: readonly {
+    readonly topic: string;
+    readonly partition: number;
+    readonly offset: number;
+  }[];
+  /** The input offsets it commits. */
+  readonly offsets: readonly {
+    readonly topic: string;
+    readonly partition: number;
+    readonly offset: number;
+  }[];
+}
+
+/** A transaction commit being traced: ended once, with the failure when it was not committed. */
+export interface TransactionSpanHandle {
+  end(error?: unknown): void;
 }
 
 /**
@@ -47,6 +79,11 @@ export interface HandlerTrace {
  */
 export interface HandlerTracer {
   around<T>(trace: HandlerTrace, run: () => T): T;
+  /**
+   * A `processTransactional()` transaction starts committing (optional): return a handle ended
+   * when the broker confirmed it (`end()`), or with the reason it was aborted or failed.
+   */
+  transaction?(trace: TransactionTrace): TransactionSpanHandle;
 }
 
 const channels = {
@@ -126,6 +163,7 @@ export function traceHandler<
   handler: (message: M) => HandlerResult<R>,
   group: string,
   tracer: HandlerTracer | undefined,
+  transactional = false,
 ): (message: M) => HandlerResult<R> {
   const channel = channels.handler;
   return (message: M): HandlerResult<R> => {
@@ -138,6 +176,7 @@ export function traceHandler<
       offset: message.offset,
       message: message as unknown as KafkaMessage,
       batch: undefined,
+      ...(transactional ? { transactional } : {}),
     };
     const run = (): HandlerResult<R> =>
       subscribed ? traced(channel, trace, () => handler(message)) : handler(message);

@@ -263,5 +263,42 @@ describe('tracing', () => {
         [0, 1],
       );
     });
+
+    it("makes each transaction's commit a span linked to the handler spans of its messages", async () => {
+      const tracer = provider.getTracer('test');
+      const s = transactionalHarness({}, { tracing: openTelemetryTracing(api, { tracer }) });
+      subs.push(
+        s.consumer
+          .processTransactional((m: KafkaMessage) => [{ topic: 'out', value: `${m.offset}` }], {
+            transactionalId: 'tx-commit-span',
+          })
+          .subscribe(),
+      );
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 3);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => committed(s) === 3, 'committed');
+      await s.consumer.close();
+      const finished = exporter.getFinishedSpans();
+      const handlers = finished.filter((x) => x.name === `process ${T}`);
+      const commits = finished.filter((x) => x.name === 'commit transaction');
+      assert.ok(commits.length >= 1, `commit spans: ${finished.map((x) => x.name).join(', ')}`);
+      // Every handler span is linked from exactly one commit span, and only committed ones exist.
+      const linked = commits.flatMap((c) => c.links.map((l) => l.context.spanId));
+      assert.deepEqual(
+        [...linked].sort(),
+        handlers.map((x) => x.spanContext().spanId).sort(),
+        'each message in a committed transaction is linked from its commit',
+      );
+      for (const c of commits) {
+        assert.equal(c.attributes['messaging.kafka.transactional_id'], 'tx-commit-span');
+        assert.equal(c.attributes['messaging.operation.type'], 'settle');
+        assert.equal(c.status.code, api.SpanStatusCode.UNSET);
+      }
+      assert.equal(
+        commits.reduce((n, c) => n + Number(c.attributes['messaging.batch.message_count']), 0),
+        3,
+      );
+    });
   });
 });

@@ -5,6 +5,7 @@
  * the unit instead of acking it (the unit acks once they are in the open transaction). The unit
  * itself is transactions/.
  */
+import type { HandlerTracer } from '../../tracing';
 import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { ConsumerEngine } from '../loop/consumer-engine';
@@ -35,6 +36,7 @@ export interface TransactionalModeHost {
   readonly observability: ConsumerObservability;
   /** Test seam: builds the transactional producer. */
   readonly producerFactory: TransactionalProducerFactory | undefined;
+  readonly tracer: HandlerTracer | undefined;
 }
 
 /**
@@ -83,6 +85,7 @@ export function transactionalMode<K, V>(
     changed: () => host.engine.changed(),
     observer: () => host.engine.observer,
     publish: (event) => host.engine.publish(event),
+    ...(host.tracer === undefined ? {} : { tracer: host.tracer }),
   });
   const instrumented = host.observability.instrument((m: DecodedMessage<K, V>) =>
     recordsOf(handler(m)),

@@ -218,9 +218,16 @@ export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSetting
     options.tracing !== undefined &&
     (typeof options.tracing !== 'object' ||
       options.tracing === null ||
-      typeof (options.tracing as { around?: unknown }).around !== 'function')
+      typeof (options.tracing as { around?: unknown }).around !== 'function' ||
+      !['undefined', 'function'].includes(
+        typeof (options.tracing as { transaction?: unknown }).transaction,
+      ))
   ) {
-    fail('tracing', 'a HandlerTracer (an object with around(trace, run))', options.tracing);
+    fail(
+      'tracing',
+      'a HandlerTracer (an object with around(trace, run), and optionally transaction(trace))',
+      options.tracing,
+    );
   }
   if (options.logger !== undefined) {
     const logger = options.logger as unknown as Record<string, unknown>;

@@ -22,6 +22,7 @@ import { beginNext, fatal, retrying, track } from './transaction-calls';
 import { closeBound, deadlineOf, mayRecreate } from './transaction-context';
 import type { TransactionContext } from './transaction-context';
 import type { TransactionWork } from './transaction-writer';
+import type { TransactionSpanHandle } from '../../tracing';
 import { TxnCallError } from './transactional-producer';
 
 /** Whose commit it is: the engine's periodic one, or a revoke's final one. */
@@ -117,7 +118,7 @@ async function commitOpen(
   kind: CommitKind,
   by: number,
 ): Promise<CommitOutcome> {
-  const { book, host, logger } = ctx;
+  const { book } = ctx;
   const txn = ctx.writer.work;
   // Nothing of a transaction is committed past its own deadline (the broker aborts it then), a
   // revoke's final commit included: one that cannot finish by then aborts it instead.
@@ -153,6 +154,72 @@ async function commitOpen(
     partition: control.partition,
     offset,
   }));
+  const span = traceCommit(ctx, kind, txn, tpos);
+  try {
+    const outcome = await sendAndCommit(
+      ctx,
+      kind,
+      txn,
+      offsets,
+      tpos,
+      sentAt,
+      deadline,
+      txnDeadline,
+    );
+    span?.end(outcome.failure === undefined ? undefined : new Error(outcome.failure));
+    return outcome;
+  } catch (err) {
+    span?.end(err);
+    throw err;
+  }
+}
+
+/** The tracer's span of this commit, if it traces transactions (its failure never stops one). */
+function traceCommit(
+  ctx: TransactionContext,
+  kind: CommitKind,
+  txn: TransactionWork,
+  tpos: readonly TopicPartitionOffset[],
+): TransactionSpanHandle | undefined {
+  const tracer = ctx.host.tracer;
+  if (tracer?.transaction === undefined) return undefined;
+  try {
+    const handle = tracer.transaction({
+      group: ctx.settings.groupId,
+      transactionalId: ctx.producer.transactionalId,
+      kind,
+      messages: txn.messages,
+      records: txn.records,
+      inputs: txn.inputs,
+      offsets: tpos,
+    });
+    return {
+      end: (error?: unknown) => {
+        try {
+          handle.end(error);
+        } catch (err) {
+          ctx.logger.warn({ err }, 'the tracer failed to end a transaction span');
+        }
+      },
+    };
+  } catch (err) {
+    ctx.logger.warn({ err }, 'the tracer failed to start a transaction span');
+    return undefined;
+  }
+}
+
+/** sendOffsetsToTransaction then commitTransaction, from `sentAt` on (see {@link commitOpen}). */
+async function sendAndCommit(
+  ctx: TransactionContext,
+  kind: CommitKind,
+  txn: TransactionWork,
+  offsets: readonly { control: PartitionControl; offset: number }[],
+  tpos: TopicPartitionOffset[],
+  sentAt: number,
+  deadline: number,
+  txnDeadline: number,
+): Promise<CommitOutcome> {
+  const { book, host, logger } = ctx;
   const streams = [...new Set([...offsets.map((o) => o.control), ...txn.touched.keys()])];
   const live = (c: PartitionControl): boolean => host.owns(c) && !book.dead(c);
   const sentLive = new Set(streams.filter(live));

@@ -5,6 +5,7 @@
  * the deadlines derived from them. The parts (commit, abort, close…) are functions of this
  * context: each reads and writes the one state of the unit, none holds a copy of it.
  */
+import type { HandlerTracer } from '../../tracing';
 import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
 import type { ResolvedTransactionalOptions } from '../../transactional-options';
@@ -36,6 +37,8 @@ export interface TransactionsHost {
   observer(): EngineObserver;
   /** Publishes an event on `events$` (an input skipped for its refused output). */
   publish(event: ConsumerEvent): void;
+  /** The consumer's tracer: each commit is a {@link HandlerTracer.transaction} when it has one. */
+  readonly tracer?: HandlerTracer;
 }
 
 /** The transaction of the last commit a revoke asked for (for the `committed` event). */
