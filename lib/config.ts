@@ -172,8 +172,8 @@ export interface ReactiveConsumerOptions {
    * `connectTimeoutMs`. `lifetimeMs` is the expiry time in ms since the epoch (JWT `exp` × 1000).
    * node-rdkafka cannot pass SASL extensions (a token with `extensions` is refused) nor
    * `principal` (it is logged only; the broker reads the principal from the token).
-   * Not supported together with `rememberCompleted`, and a dead-letter producer gets no token
-   * (give it its own `deadLetter.producerConfig` credentials).
+   * The dead-letter and transactional producers get their tokens from it too. Not supported
+   * together with `rememberCompleted` (node-rdkafka's AdminClient cannot be given a token).
    */
   oauthBearerToken?: OAuthBearerTokenProvider;
   /**

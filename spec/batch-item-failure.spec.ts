@@ -138,6 +138,48 @@ describe('processBatch() partial results (BatchItemFailure)', () => {
     );
   });
 
+  it('leaves the rest of a split batch to the next owner when the revoke begins during the failed message', async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    let revoking = false;
+    subs.push(h.consumer.rebalances$.subscribe((e) => e.type === 'revoking' && (revoking = true)));
+    const calls: { offsets: number[]; afterRevoke: boolean }[] = [];
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            const offsets = b.messages.map((m) => m.offset);
+            calls.push({ offsets, afterRevoke: revoking });
+            const m1 = b.messages.find((m) => m.offset === 1);
+            if (m1 && offsets.length > 1) throw new BatchItemFailure(m1, new Error('bad 1'));
+            if (m1) throw new Error('bad 1 again');
+          },
+          {
+            maxSize: 4,
+            maxWaitMs: 20,
+            onFailure: 'skip',
+            retry: { count: 1, initialDelayMs: 300, maxDelayMs: 300, jitter: 0 },
+          },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 8);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => calls.some((c) => c.offsets.includes(1)), 'the split batch');
+    // The failed message waits 300 ms for its retry: the revoke begins meanwhile.
+    h.fake().rebalanceRevoke([tp(0)]);
+    await until(() => h.events.some((e) => e.type === 'revoked'), 'the revoke done', 10_000);
+    const started = calls.filter((c) => c.afterRevoke && c.offsets[0] !== 1);
+    assert.deepEqual(
+      started,
+      [],
+      `no batch started after the revoke began: ${JSON.stringify(calls)}`,
+    );
+    // 0 done, 1 skipped after its retry (the drain waits for it), 2 and 3 left: committed at 2.
+    assert.equal(committed(h), 2);
+    await h.consumer.close();
+  });
+
   it('fails the whole batch when the failure names a message that is not in it', async () => {
     const h = harness({ consumeBatchSize: 10 });
     let calls = 0;

@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto';
 import * as Kafka from 'node-rdkafka';
 import type { ReactiveConsumerOptions } from '../config';
 import { GroupMember } from './group-member';
+import { readRecords } from './read-records';
+import type { ReadRecord, ReadRecordsOptions } from './read-records';
 import type { TestGroupProtocol } from './group-member';
 import {
   committed,
@@ -290,6 +292,18 @@ export class TestCluster implements AsyncDisposable {
     const out: OffsetsByPartition = {};
     for (let p = 0; p < n; p++) out[p] = (await watermarks(this.producer, topic, p)).high;
     return out;
+  }
+
+  /**
+   * Every record of `topic` written before the call, read back in partition and offset order:
+   * to assert what a pipeline wrote (its dead letters, its transactional outputs). Under
+   * `read_committed` (the default) as a transactional consumer sees them now: aborted
+   * transactions' records are absent, and so is everything from a transaction still open on.
+   */
+  async readRecords(topic: string, options: ReadRecordsOptions = {}): Promise<ReadRecord[]> {
+    this.assertOpen();
+    const n = await this.partitionCount(topic);
+    return readRecords(this.bootstrapServers, topic, n, options);
   }
 
   /**

@@ -87,6 +87,29 @@ describe('testing kit: TestCluster on the embedded cluster', function () {
     assert.equal(seen[1]?.value, null);
   });
 
+  it('readRecords returns what was written, in partition and offset order, keys, values and headers included', async () => {
+    const { name: topic } = await cluster.createTopic();
+    await cluster.produce(topic, [
+      { key: 'a', value: 'one', partition: 1, headers: { trace: 'x' } },
+      { key: null, value: null, partition: 0 },
+      { key: 'b', value: Buffer.from([0, 255]), partition: 1 },
+    ]);
+    const records = await cluster.readRecords(topic);
+    assert.deepEqual(
+      records.map((r) => [r.partition, r.offset, r.key?.toString(), r.value?.toString('hex')]),
+      [
+        [0, 0, undefined, undefined],
+        [1, 0, 'a', Buffer.from('one').toString('hex')],
+        [1, 1, 'b', '00ff'],
+      ],
+    );
+    assert.deepEqual(
+      records[1]!.headers.map(([k, v]) => [k, v.toString()]),
+      [['trace', 'x']],
+    );
+    assert.deepEqual(await cluster.readRecords((await cluster.createTopic()).name), []);
+  });
+
   it('reads the offsets a consumer committed, without joining its group', async () => {
     const { name } = await cluster.createTopic();
     await cluster.produce(name, [

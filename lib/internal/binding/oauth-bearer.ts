@@ -153,3 +153,42 @@ function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promi
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+/**
+ * The OAUTHBEARER tokens of one of the consumer's helper clients (the dead-letter producer, the
+ * transactional producer): the consumer's provider, when it has one, keeps each native client it
+ * connects supplied, exactly as for the consumer itself. Without a provider it does nothing.
+ */
+export class ClientOAuth {
+  private refresher: OAuthBearerRefresher | undefined;
+
+  constructor(
+    private readonly provider: OAuthBearerTokenProvider | undefined,
+    private readonly logger: Logger,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** Sets the first token on `client` (before it connects) and keeps it fresh until `stop()`. */
+  async before(client: unknown): Promise<void> {
+    if (this.provider === undefined) return;
+    const target = client as Partial<OAuthBearerTarget>;
+    if (typeof target.setOauthBearerToken !== 'function') {
+      throw new ConnectError(
+        'Could not set an OAUTHBEARER token: the client has no setOauthBearerToken()',
+      );
+    }
+    this.refresher?.stop();
+    this.refresher = new OAuthBearerRefresher(
+      this.provider,
+      target as OAuthBearerTarget,
+      this.logger,
+      this.timeoutMs,
+    );
+    await this.refresher.start();
+  }
+
+  stop(): void {
+    this.refresher?.stop();
+    this.refresher = undefined;
+  }
+}

@@ -2,6 +2,7 @@
  * The dead-letter writer: a node-rdkafka Producer with delivery reports, where `send()` resolves
  * only once the broker confirmed the record (so the failed message's offset may then count as done).
  */
+import type { ClientOAuth } from '../binding/oauth-bearer';
 import type * as Kafka from 'node-rdkafka';
 import type { Logger } from '../../logger';
 import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings';
@@ -62,6 +63,8 @@ export class DeadLetterWriter {
     private readonly connectTimeoutMs: number,
     private readonly logger: Logger,
     factory: ProducerFactory,
+    /** The consumer's OAUTHBEARER provider, kept supplying the producer. */
+    private readonly oauth?: ClientOAuth,
   ) {
     // `delivery.timeout.ms` is librdkafka's alias of `message.timeout.ms`.
     this.messageTimeoutMs = Number(
@@ -92,7 +95,20 @@ export class DeadLetterWriter {
 
   /** Connects in the background; `send()` waits for it (and retries a connect that failed). */
   start(): Promise<void> {
-    this.connecting ??= new Promise<void>((resolve, reject) => {
+    this.connecting ??= (async () => {
+      await this.oauth?.before(this.producer);
+      await this.connectNow();
+    })();
+    const attempt = this.connecting;
+    // A failed connect surfaces at the next send(), which tries again; never unhandled meanwhile.
+    attempt.catch(() => {
+      if (this.connecting === attempt) this.connecting = undefined;
+    });
+    return attempt;
+  }
+
+  private connectNow(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
       this.producer.connect({ timeout: this.connectTimeoutMs }, (err) => {
         if (err) {
           reject(
@@ -107,12 +123,6 @@ export class DeadLetterWriter {
         resolve();
       });
     });
-    const attempt = this.connecting;
-    // A failed connect surfaces at the next send(), which tries again; never unhandled meanwhile.
-    attempt.catch(() => {
-      if (this.connecting === attempt) this.connecting = undefined;
-    });
-    return attempt;
   }
 
   /**
@@ -206,6 +216,7 @@ export class DeadLetterWriter {
 
   private async doClose(timeoutMs: number): Promise<void> {
     this.closed = true;
+    this.oauth?.stop();
     const connected = await this.connecting?.then(
       () => true,
       () => false,

@@ -7,6 +7,7 @@
  * makes unsubscribing a graceful close rather than a teardown. `options.signal` closes it the same
  * way. reactive-consumer.ts only chooses the processing mode and resolves the options.
  */
+import { ClientOAuth } from '../binding/oauth-bearer';
 import { Observable, mergeMap } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import type { Logger } from '../../logger';
@@ -142,6 +143,11 @@ export function runPipeline<R, K, V, O>(
           host.settings.connectTimeoutMs,
           host.logger.child({ component: 'dead-letter' }),
           host.internals.producerFactory ?? producerFactoryOf(host.settings.binding),
+          new ClientOAuth(
+            host.settings.oauthBearerToken,
+            host.logger.child({ component: 'oauthbearer' }),
+            host.settings.connectTimeoutMs,
+          ),
         );
   const subscribed = warnIfNeverSubscribed(host, call);
   return new Observable<O>((subscriber) => {

@@ -5,6 +5,7 @@
  * the unit instead of acking it (the unit acks once they are in the open transaction). The unit
  * itself is transactions/.
  */
+import { ClientOAuth } from '../binding/oauth-bearer';
 import type { HandlerTracer } from '../../tracing';
 import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
@@ -75,6 +76,11 @@ export function transactionalMode<K, V>(
         ? logger.error({ err }, 'transactional producer: fatal error')
         : logger.warn({ err }, 'transactional producer error'),
     host.producerFactory ?? transactionalProducerFactoryOf(host.settings.binding),
+    new ClientOAuth(
+      host.settings.oauthBearerToken,
+      logger.child({ component: 'oauthbearer' }),
+      host.settings.connectTimeoutMs,
+    ),
   );
   const unit = new Transactions(producer, resolved, host.settings, logger, {
     owned: () => host.engine.controls(),

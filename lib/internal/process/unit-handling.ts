@@ -268,7 +268,8 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
    * A batch whose handler said which message failed: the messages before it are processed; the
    * failed one runs on its own (its first attempt is this one) with retries, then the failure
    * policy; the messages after it run as a new batch, unless the partition stopped at or before
-   * them (`onFailure: 'stop'`) or was released meanwhile.
+   * them (`onFailure: 'stop'`), or its revoke began meanwhile (they are left to the next owner, as
+   * a batch waiting to start is).
    */
   private split(
     partition: PartitionControl,
@@ -304,7 +305,9 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
         defer(() => {
           const next = rest[0] as KafkaMessage;
           const halted = partition.haltedAt;
-          if (next.signal.aborted || (halted !== undefined && halted <= next.offset)) return EMPTY;
+          // Not started: left to the next owner once a revoke began (as a queued batch is).
+          if (partition.ended.aborted || next.signal.aborted) return EMPTY;
+          if (halted !== undefined && halted <= next.offset) return EMPTY;
           return this.runUnit(partition, rest, restDecoded);
         }),
       );

@@ -5,6 +5,7 @@
  * transactional error (rd_kafka_error_is_fatal / is_retriable / txn_requires_abort, which
  * node-rdkafka copies onto the error as `isFatal`, `isRetriable`, `isTxnRequiresAbort`).
  */
+import type { ClientOAuth } from '../binding/oauth-bearer';
 import * as Kafka from 'node-rdkafka';
 import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings';
 import { ConnectError } from '../../errors';
@@ -94,6 +95,8 @@ export class TransactionalProducer {
     private readonly config: Record<string, unknown>,
     private readonly onError: (err: KafkaClientError) => void,
     private readonly factory: TransactionalProducerFactory,
+    /** The consumer's OAUTHBEARER provider, kept supplying each native producer. */
+    private readonly oauth?: ClientOAuth,
   ) {
     try {
       // Delivery reports name the record the broker refused (the commit's error does not).
@@ -141,6 +144,7 @@ export class TransactionalProducer {
 
   /** Connects (bounded by `connectTimeoutMs`). */
   async connect(connectTimeoutMs: number): Promise<void> {
+    await this.oauth?.before(this.producer);
     await new Promise<void>((resolve, reject) => {
       this.producer.connect({ timeout: connectTimeoutMs }, (err) => {
         if (err) {
@@ -219,6 +223,7 @@ export class TransactionalProducer {
   /** Disconnects (bounded); an open transaction is abandoned to the broker's timeout. */
   /** Disconnects, waiting for the answer up to `waitMs`. */
   async close(waitMs = 10_000): Promise<void> {
+    this.oauth?.stop();
     this.producer.setPollInterval(0);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, waitMs);
