@@ -25,17 +25,26 @@ export class BatchItemFailure extends Error {
   override readonly name = 'BatchItemFailure';
   /** The failed message's offset. */
   readonly offset: number;
+  /** Its partition and topic, when the failure was given the message itself. */
+  readonly partition: number | undefined;
+  readonly topic: string | undefined;
 
   /**
    * @param message the failed message of the batch (or its offset)
    * @param cause why it failed: what retries, logs, events and the dead-letter headers report
    */
-  constructor(message: { readonly offset: number } | number, cause?: unknown) {
+  constructor(
+    message:
+      { readonly offset: number; readonly partition?: number; readonly topic?: string } | number,
+    cause?: unknown,
+  ) {
     const offset = typeof message === 'number' ? message : message?.offset;
     super(
       `batch message at offset ${String(offset)} failed${cause instanceof Error ? `: ${cause.message}` : cause === undefined ? '' : `: ${String(cause)}`}`,
       cause === undefined ? undefined : { cause },
     );
     this.offset = offset;
+    this.partition = typeof message === 'number' ? undefined : message?.partition;
+    this.topic = typeof message === 'number' ? undefined : message?.topic;
   }
 }

@@ -121,12 +121,12 @@ export function openTelemetryTracing(
    * transaction that never commits leaves nothing behind for long).
    */
   const inTransaction = new Map<string, OtelSpanContext>();
-  const inputKey = (topic: string, partition: number, offset: number): string =>
-    `${topic}\u0000${partition}\u0000${offset}`;
+  const inputKey = (group: string, topic: string, partition: number, offset: number): string =>
+    `${group}\u0000${topic}\u0000${partition}\u0000${offset}`;
   const remember = (trace: HandlerTrace, span: OtelSpan): void => {
     const sc = span.spanContext?.();
     if (sc === undefined) return;
-    const key = inputKey(trace.topic, trace.partition, trace.offset);
+    const key = inputKey(trace.group, trace.topic, trace.partition, trace.offset);
     inTransaction.delete(key); // a redone input: the newest call counts
     inTransaction.set(key, sc);
     if (inTransaction.size > MAX_REMEMBERED_SPANS) {
@@ -215,7 +215,7 @@ export function openTelemetryTracing(
     transaction(trace: TransactionTrace): TransactionSpanHandle {
       const links: { context: OtelSpanContext }[] = [];
       for (const input of trace.inputs) {
-        const key = inputKey(input.topic, input.partition, input.offset);
+        const key = inputKey(trace.group, input.topic, input.partition, input.offset);
         const sc = inTransaction.get(key);
         if (sc === undefined) continue;
         inTransaction.delete(key);
@@ -236,7 +236,8 @@ export function openTelemetryTracing(
       const span = tracer.startSpan(
         'commit transaction',
         { kind: api.SpanKind.CLIENT ?? SPAN_KIND_CLIENT, attributes, links },
-        api.context.active(),
+        // A commit is no message's child (it may run inside a handler's context): a root, with links.
+        api.ROOT_CONTEXT,
       );
       let ended = false;
       return {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import { BatchItemFailure, HandlerError } from '../lib';
-import type { ConsumerEvent, ProcessedBatch } from '../lib';
+import type { ConsumerEvent, KafkaMessage, ProcessedBatch } from '../lib';
 import { T, committed, harness, tp, until } from './helpers/harness';
 
 const fast = { count: 2, initialDelayMs: 1, maxDelayMs: 1 };
@@ -177,6 +177,149 @@ describe('processBatch() partial results (BatchItemFailure)', () => {
     );
     // 0 done, 1 skipped after its retry (the drain waits for it), 2 and 3 left: committed at 2.
     assert.equal(committed(h), 2);
+    await h.consumer.close();
+  });
+
+  it("under 'stop', an undecodable message after the failed one is not reported failed too", async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    const events: ConsumerEvent[] = [];
+    subs.push(h.consumer.events$.subscribe((e) => events.push(e)));
+    let error: unknown;
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            const bad = b.messages.find((m) => m.offset === 1);
+            if (bad) throw new BatchItemFailure(bad, new Error('bad 1'));
+          },
+          {
+            maxSize: 10,
+            maxWaitMs: 50,
+            retry: fast,
+            value: (d: Buffer | null, m: KafkaMessage) => {
+              if (m.offset === 3) throw new Error('undecodable 3');
+              return d;
+            },
+          },
+        )
+        .subscribe({ error: (e: unknown) => (error = e) }),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 6);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => error !== undefined, 'the pipeline to error');
+    await until(() => h.consumer.metrics().partitions.length === 0, 'the consumer closed');
+    const failed = events.filter((e) => e.type === 'message-failed');
+    assert.deepEqual(
+      failed.map((e) => (e as { offset: number }).offset),
+      [1],
+    );
+    assert.equal(committed(h), 1);
+  });
+
+  it('retry.when and handler-retry events see the cause when the failed message fails alone again', async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    const events: ConsumerEvent[] = [];
+    subs.push(h.consumer.events$.subscribe((e) => events.push(e)));
+    let calls = 0;
+    const seen: string[] = [];
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            for (const m of b.messages) {
+              if (m.offset !== 2) continue;
+              calls += 1; // the documented pattern: every failure wrapped
+              throw new BatchItemFailure(
+                m,
+                calls === 1 ? new Error('transient') : new TypeError('permanent'),
+              );
+            }
+          },
+          {
+            maxSize: 10,
+            maxWaitMs: 50,
+            onFailure: 'skip',
+            retry: {
+              count: 4,
+              initialDelayMs: 1,
+              maxDelayMs: 1,
+              when: (err) => {
+                seen.push((err as Error).name);
+                return !(err instanceof TypeError);
+              },
+            },
+          },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 4);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === 4, 'everything committed');
+    assert.equal(calls, 2, `retry.when saw ${seen.join(', ')}`);
+    assert.deepEqual(seen, ['Error', 'TypeError']);
+    const retries = events.filter((e) => e.type === 'handler-retry');
+    assert.deepEqual(
+      retries.map((e) => ((e as { error: Error }).error as Error).message),
+      ['transient'],
+    );
+    await h.consumer.close();
+  });
+
+  it("a failure naming another partition's message fails the batch as a whole", async () => {
+    const h = harness({ consumeBatchSize: 10 });
+    const events: ConsumerEvent[] = [];
+    subs.push(h.consumer.events$.subscribe((e) => events.push(e)));
+    let other: KafkaMessage | undefined;
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            if (b.partition === 0) {
+              other ??= b.messages[2] as unknown as KafkaMessage;
+              return;
+            }
+            if (other) throw new BatchItemFailure(other, new Error('wrong batch'));
+          },
+          { maxSize: 10, maxWaitMs: 50, retry: 0, onFailure: 'skip' },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 4);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h, 0) === 4, 'partition 0 committed');
+    h.fake().produce(T, 1, 4);
+    h.fake().rebalanceAssign([tp(0), tp(1)]);
+    await until(() => committed(h, 1) === 4, 'partition 1 committed');
+    const skipped = events
+      .filter((e) => e.type === 'message-skipped')
+      .map((e) => `${(e as { partition: number }).partition}@${(e as { offset: number }).offset}`);
+    assert.deepEqual(skipped, ['1@0', '1@1', '1@2', '1@3']);
+    await h.consumer.close();
+  });
+
+  it('a batch whose every message fails at once is split message by message without growing the stack', async () => {
+    const n = 1000;
+    const h = harness({ consumeBatchSize: 1000, maxBufferedMessages: 5000 });
+    let calls = 0;
+    subs.push(
+      h.consumer
+        .processBatch(
+          (b) => {
+            calls += 1;
+            throw new BatchItemFailure(b.messages[0]!, new Error('down'));
+          },
+          { maxSize: n, maxWaitMs: 300, retry: 0, onFailure: 'skip' },
+        )
+        .subscribe(),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, n, 1);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => committed(h) === n, 'every message skipped and committed', 20_000);
+    assert.ok(calls >= n, `${calls} handler calls`);
     await h.consumer.close();
   });
 

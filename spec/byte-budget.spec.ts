@@ -128,6 +128,36 @@ describe('maxBufferedBytesTotal (the byte budget shared out among partitions)', 
     }
   });
 
+  it('a partition paused at its share resumes when partitions go and its share grows', async () => {
+    // bufferCount(15) of 10 KiB messages does not fit a quarter of 200 KiB, but fits all of it.
+    const h = harness(
+      { maxBufferedBytesTotal: 200 * 1024, consumeBatchSize: 5 },
+      { protocol: 'COOPERATIVE' },
+    );
+    const done = new Map<number, number>();
+    subs.push(
+      h.consumer.partitions$
+        .pipe(
+          mergeMap((p: PartitionStream) =>
+            p.messages$.pipe(
+              bufferCount(15),
+              concatMap(async (batch) => batch),
+              mergeMap((batch) => batch),
+              p.acknowledge(),
+            ),
+          ),
+        )
+        .subscribe((m: KafkaMessage) => done.set(m.partition, (done.get(m.partition) ?? 0) + 1)),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    for (const p of [0, 1, 2, 3]) h.fake().produce(T, p, 60, 10 * 1024);
+    h.fake().rebalanceAssign([tp(0), tp(1), tp(2), tp(3)]);
+    await until(() => [0, 1, 2, 3].every((p) => h.fake().isPaused(T, p)), 'all paused at 50 KiB');
+    h.fake().rebalanceRevoke([tp(1), tp(2), tp(3)]);
+    await until(() => (done.get(0) ?? 0) === 60, 'partition 0 processed everything', 10_000);
+    await h.consumer.close();
+  });
+
   it('partitions$ batching 100 messages per partition (bufferCount) fits the default shares of 12 partitions', async () => {
     const h = harness({ consumeBatchSize: 30 });
     const n = 12;

@@ -264,6 +264,61 @@ describe('tracing', () => {
       );
     });
 
+    it("a commit span is no handler span's child, and a tracer shared by two groups links each commit to its own messages", async () => {
+      const tracer = provider.getTracer('test');
+      const tracing = openTelemetryTracing(api, { tracer });
+      const groups = ['ga', 'gb'].map((g) =>
+        transactionalHarness({}, { tracing, config: { 'group.id': g } as never }),
+      );
+      for (const [i, s] of groups.entries()) {
+        subs.push(
+          s.consumer
+            .processTransactional(
+              // An Observable handler: its settle (and a full transaction's commit) runs inside
+              // the handler span's context.
+              (m: KafkaMessage) =>
+                new Observable<{ topic: string; value: string }[]>((o) => {
+                  setTimeout(() => {
+                    o.next([{ topic: 'out', value: `${m.offset}` }]);
+                    o.complete();
+                  }, 1);
+                }),
+              { transactionalId: `tx-${i}`, maxMessages: 2 },
+            )
+            .subscribe(),
+        );
+      }
+      for (const s of groups) {
+        await until(() => s.fake().isConnected(), 'connect');
+        s.fake().produce(T, 0, 4);
+        s.fake().rebalanceAssign([tp(0)]);
+      }
+      for (const s of groups) await until(() => committed(s) === 4, 'committed');
+      for (const s of groups) await s.consumer.close();
+      const finished = exporter.getFinishedSpans();
+      const handlers = new Map(
+        finished
+          .filter((x) => x.name === `process ${T}`)
+          .map((x) => [x.spanContext().spanId, x.attributes['messaging.consumer.group.name']]),
+      );
+      const commits = finished.filter((x) => x.name === 'commit transaction');
+      assert.ok(commits.length >= 4, `${commits.length} commit spans`);
+      for (const c of commits) {
+        assert.equal(c.parentSpanContext, undefined, 'a commit span is a root');
+        for (const l of c.links) {
+          assert.equal(
+            handlers.get(l.context.spanId),
+            c.attributes['messaging.consumer.group.name'],
+          );
+        }
+      }
+      assert.equal(
+        commits.reduce((n, c) => n + c.links.length, 0),
+        8,
+        'every handler span linked once',
+      );
+    });
+
     it("makes each transaction's commit a span linked to the handler spans of its messages", async () => {
       const tracer = provider.getTracer('test');
       const s = transactionalHarness({}, { tracing: openTelemetryTracing(api, { tracer }) });

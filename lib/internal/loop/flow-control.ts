@@ -97,6 +97,14 @@ export class FlowControl {
   }
 
   /**
+   * Partitions went: each share grew. A partition paused for its buffer that is now at or below
+   * its new resume mark resumes here (no ack of its own may come: a `bufferCount` waiting for more).
+   */
+  reshared(): void {
+    for (const c of this.host.assignments.controls()) if (c.paused && c.active) this.afterAck(c);
+  }
+
+  /**
    * New partitions: librdkafka keeps application pauses across revoke and re-assignment, so set
    * each one's state explicitly — paused if the application paused it (or everything), else
    * running.

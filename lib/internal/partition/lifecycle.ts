@@ -340,6 +340,7 @@ export class PartitionLifecycle {
   /** Drops released streams from the ownership map (ones a newer assignment took stay). */
   private forget(controls: readonly PartitionControl[]): void {
     this.parts.assignments.forget(controls);
+    this.parts.flow.reshared();
     this.parts.conditions.changed();
   }
 }

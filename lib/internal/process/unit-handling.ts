@@ -12,9 +12,11 @@ import {
   concat,
   defer,
   isObservable,
+  asapScheduler,
   map,
   mergeMap,
   of,
+  subscribeOn,
   retry,
   tap,
   throwError,
@@ -122,7 +124,12 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
           let before = false;
           return concat(
             this.runUnit(partition, good, decoded).pipe(tap(() => (before = true))),
-            defer(() => (before ? this.failures.fail(partition, [m], error, 0) : EMPTY)),
+            defer(() => {
+              // A stop at or before it (a message of `good` that failed alone) came first.
+              const halted = partition.haltedAt;
+              if (!before || (halted !== undefined && halted <= m.offset)) return EMPTY;
+              return this.failures.fail(partition, [m], error, 0);
+            }),
           );
         }
         undecodable.push(this.failures.fail(partition, [m], error, 0));
@@ -222,7 +229,9 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
           // A partial batch result is not retried as a whole: it splits the batch (below).
           this.splitAt(good, err) >= 0
             ? throwError(() => err)
-            : this.failures.retryDelay(first, err, retryCount, () => (abandoned = true)),
+            : this.failures.retryDelay(first, this.causeOf(err), retryCount, () => {
+                abandoned = true;
+              }),
       }),
       map((result: unknown): O => {
         this.settle(partition, good, result as R | undefined);
@@ -242,8 +251,7 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
           good.length === 1
             ? `${first.topic}[${first.partition}]@${first.offset}`
             : `the batch ${first.topic}[${first.partition}]@${first.offset}..${(good[good.length - 1] as KafkaMessage).offset}`;
-        // A message that failed alone again with a partial result: its cause is the failure.
-        const cause = err instanceof BatchItemFailure && err.cause !== undefined ? err.cause : err;
+        const cause = this.causeOf(err);
         const error = new HandlerError(
           `Handler failed on ${what} after ${attempts} attempt(s): ${describe(cause)}`,
           coordinatesOf(first),
@@ -260,8 +268,21 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
    */
   private splitAt(good: KafkaMessage[], err: unknown): number {
     if (this.mode.batch === undefined || !(err instanceof BatchItemFailure)) return -1;
-    if (good.length === 1 && good[0]!.offset === err.offset) return -1; // alone already: a failure
+    const first = good[0] as KafkaMessage;
+    // Another partition's message (the failure names one): not a partial result of this batch.
+    if (err.partition !== undefined && err.partition !== first.partition) return -1;
+    if (err.topic !== undefined && err.topic !== first.topic) return -1;
+    if (good.length === 1 && first.offset === err.offset) return -1; // alone already: a failure
     return good.findIndex((m) => m.offset === err.offset);
+  }
+
+  /** What a failure reports: a batch message's partial result stands for its cause. */
+  private causeOf(err: unknown): unknown {
+    return this.mode.batch !== undefined &&
+      err instanceof BatchItemFailure &&
+      err.cause !== undefined
+      ? err.cause
+      : err;
   }
 
   /**
@@ -309,7 +330,11 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
           if (partition.ended.aborted || next.signal.aborted) return EMPTY;
           if (halted !== undefined && halted <= next.offset) return EMPTY;
           return this.runUnit(partition, rest, restDecoded);
-        }),
+        }).pipe(
+          // On a later turn: a split of a split of … (every message failing at once) must not
+          // grow the stack by a frame per message.
+          subscribeOn(asapScheduler),
+        ),
       );
     }
     return concat(...parts);
