@@ -74,6 +74,43 @@ describe('chaos tools', () => {
       lastCommit: (p) => commits[p] ?? -1,
     });
 
+    it('judges a processing by the loss of the ownership it ran in, not by a later ownership of the same worker', () => {
+      // The CI case: w processed 4@111 in an ownership that was lost (+16791, lost at +19332),
+      // owned partition 4 again later and committed 672 then; v redid 4@111 after the loss.
+      const w: WorkerFacts = {
+        abrupt: false,
+        failedCommits: new Set(),
+        lostPartitions: new Set([4]),
+        lastCommit: (p) => (p === 4 ? 672 : -1),
+        lostDuring: (p, at) => p === 4 && at >= 15_000 && at <= 19_332,
+      };
+      const facts = new Map([
+        ['w', w],
+        ['v', worker()],
+      ]);
+      const judge = (atW: number, misbehaves = true) =>
+        judgeDuplicates(
+          new Map([
+            [
+              '4@111',
+              [
+                { worker: 'w', at: atW },
+                { worker: 'v', at: 40_804 },
+              ],
+            ],
+          ]),
+          (x) => facts.get(x)!,
+          new Set(),
+          misbehaves,
+        );
+      const v = judge(16_791);
+      assert.deepEqual([v.explained, v.explainedBy.lost], [1, 1]);
+      // Processed in the later ownership that committed past it: no loss excuses it.
+      assert.equal(judge(50_000).explained, 0);
+      // On a healthy broker with graceful stops a loss excuses nothing.
+      assert.equal(judge(16_791, false).explained, 0);
+    });
+
     it('needs one excused processing per duplicate, whichever order the workers started or ran in', () => {
       // The CI case: b, started later, processed 3@878 first and its final commit failed (the
       // coordinator was down); a, started earlier, took the partition over and redid it. And the

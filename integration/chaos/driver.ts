@@ -738,7 +738,7 @@ interface Parsed {
   rebalances: number;
   assignedAt: number[];
   /** Each partition's ownership, from `assigned` to `revoked`/`lost` (to: undefined while held). */
-  held: { partition: number; from: number; to: number | undefined }[];
+  held: { partition: number; from: number; to: number | undefined; lost?: boolean }[];
   stuck: { partition: number; offset: number; at: number }[];
   failedCommits: Set<number>;
   /** Final commits reported `failed` / `lost` (`F` lines). */
@@ -849,7 +849,10 @@ function parse(run: WorkerRun): Parsed {
       if ((f[1] === 'revoked' || f[1] === 'lost') && f[3]) {
         for (const x of f[3].split(',')) {
           const open = p.held.find((h) => h.partition === +x && h.to === undefined);
-          if (open) open.to = +f[2]!;
+          if (open) {
+            open.to = +f[2]!;
+            if (f[1] === 'lost') open.lost = true;
+          }
         }
       }
       if (f[1] === 'lost') p.lostSeen = true;
@@ -1032,6 +1035,12 @@ async function verify(
       failedCommits: parsed.get(run)!.failedCommits,
       lostPartitions: parsed.get(run)!.lostPartitions,
       lastCommit: (partition) => lastCommit(run, partition),
+      lostDuring: (partition, at) =>
+        parsed
+          .get(run)!
+          .held.some(
+            (h) => h.partition === partition && h.lost === true && h.from <= at && at <= h.to!,
+          ),
     }),
     stuckSet,
     worldMisbehaves,

@@ -24,6 +24,11 @@ export interface WorkerFacts {
   readonly lostPartitions: ReadonlySet<number>;
   /** The highest offset a final commit of `partition` by this worker confirmed (-1: none). */
   lastCommit(partition: number): number;
+  /**
+   * Whether this worker's ownership of `partition` that held it at `at` ended lost: work of that
+   * ownership was taken away uncommitted, whatever a later ownership of the same worker committed.
+   */
+  lostDuring?(partition: number, at: number): boolean;
 }
 
 /** Why a duplicate was excused (the first reason that applies to an excused processing). */
@@ -70,8 +75,15 @@ export function judgeDuplicates<W>(
     duplicates += list.length - 1;
     const [partition, offset] = k.split('@').map(Number) as [number, number];
     const reasons: DuplicateExcuse[] = [];
-    for (const { worker } of list) {
+    for (const { worker, at } of list) {
       const f = facts(worker);
+      // A processing in an ownership that ended lost is judged by that loss, not by what a later
+      // ownership of the same worker committed (it may have owned the partition twice).
+      const lostThere = worldMisbehaves && f.lostDuring?.(partition, at) === true;
+      if (lostThere) {
+        reasons.push(f.abrupt ? 'abrupt' : 'lost');
+        continue;
+      }
       if (offset < f.lastCommit(partition)) continue;
       // A crash, a freeze past the session timeout, or (where the world misbehaves) a final
       // commit that demonstrably failed or the partition lost: taken away without a chance to
