@@ -8,6 +8,7 @@
  */
 import * as Kafka from 'node-rdkafka';
 import type { KafkaMessage } from '../types';
+import { toHeaders, toKey } from '../internal/binding/message-conversion';
 import { connect, disconnect } from './kafka-calls';
 
 /** A record as read back: the fields of a message a handler gets that the record itself holds. */
@@ -56,17 +57,16 @@ export async function readRecords(
   const out: ReadRecord[] = [];
   try {
     // The reader's own isolation level decides where a partition ends now.
-    const ends: Record<number, number> = {};
+    const ends = new Map<number, number>();
     for (let partition = 0; partition < partitions; partition++) {
-      ends[partition] = await new Promise<number>((resolve, reject) =>
+      const end = await new Promise<number>((resolve, reject) =>
         reader.queryWatermarkOffsets(topic, partition, timeoutMs, (err, w) =>
           err ? reject(err) : resolve(w.highOffset),
         ),
       );
+      if (end > 0) ends.set(partition, end);
     }
-    const wanted = Object.entries(ends)
-      .map(([p, end]) => ({ partition: Number(p), end }))
-      .filter((p) => p.end > 0);
+    const wanted = [...ends].map(([partition, end]) => ({ partition, end }));
     if (wanted.length === 0) return [];
     reader.assign(wanted.map((p) => ({ topic, partition: p.partition, offset: 0 })));
     const deadline = Date.now() + timeoutMs;
@@ -87,17 +87,15 @@ export async function readRecords(
         reader.consume(500, (err, messages) => (err ? reject(err) : resolve(messages))),
       );
       for (const m of batch) {
-        const end = ends[m.partition] ?? 0;
+        const end = ends.get(m.partition) ?? 0;
         if (m.offset >= end) continue; // written after the read began
         out.push({
           topic: m.topic,
           partition: m.partition,
           offset: m.offset,
-          key: m.key === undefined || m.key === null ? null : Buffer.from(m.key),
+          key: toKey(m.key),
           value: m.value ?? null,
-          headers: (m.headers ?? []).flatMap((h) =>
-            Object.entries(h).map(([k, v]) => [k, Buffer.from(v)] as const),
-          ),
+          headers: toHeaders(m.headers),
           timestamp: m.timestamp,
         });
       }

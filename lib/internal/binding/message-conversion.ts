@@ -4,7 +4,7 @@ import type { Message } from './rdkafka';
 const NO_HEADERS: ReadonlyArray<readonly [string, Buffer]> = Object.freeze([]);
 
 /** node-rdkafka gives headers as a list of one-key objects; keep their order and duplicates. */
-function toHeaders(raw: Message['headers']): ReadonlyArray<readonly [string, Buffer]> {
+export function toHeaders(raw: Message['headers']): ReadonlyArray<readonly [string, Buffer]> {
   if (!raw || raw.length === 0) return NO_HEADERS;
   const out: [string, Buffer][] = [];
   for (const h of raw) {
@@ -16,14 +16,15 @@ function toHeaders(raw: Message['headers']): ReadonlyArray<readonly [string, Buf
   return out;
 }
 
+/** A node-rdkafka message's key as the library gives it: a Buffer, or null when it has none. */
+export function toKey(raw: Message['key']): Buffer | null {
+  if (raw === undefined || raw === null) return null;
+  return Buffer.isBuffer(raw) ? raw : Buffer.from(String(raw));
+}
+
 /** Converts a node-rdkafka message into the library's message, tagged with its assignment. */
 export function toKafkaMessage(m: Message, generation: number, signal: AbortSignal): KafkaMessage {
-  const key =
-    m.key === undefined || m.key === null
-      ? null
-      : Buffer.isBuffer(m.key)
-        ? m.key
-        : Buffer.from(String(m.key));
+  const key = toKey(m.key);
   return {
     topic: m.topic,
     partition: m.partition,

@@ -310,7 +310,7 @@ export class UnitHandling<R, K, V, O = Processed<R>> {
       );
     }
     const failed = good[at] as KafkaMessage;
-    const cause = failure.cause ?? failure;
+    const cause = this.causeOf(failure);
     parts.push(
       this.retrying(
         partition,
