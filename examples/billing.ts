@@ -37,6 +37,8 @@ export function startBilling(
         value: deserializers.json(isOrder),
         concurrency: 16,
         partitionConcurrency: 1,
+        // A payment outage: wait a minute, then longer, up to 10 minutes between attempts.
+        retry: { count: 5, initialDelayMs: 60_000, maxDelayMs: 600_000 },
       },
     )
     .subscribe({ error: (err: unknown) => console.error('billing stopped', err) });

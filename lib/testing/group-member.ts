@@ -28,6 +28,7 @@ export class GroupMember implements AsyncDisposable {
     groupId: string,
     topics: readonly string[],
     protocol: TestGroupProtocol,
+    KafkaConsumer: typeof Kafka.KafkaConsumer = Kafka.KafkaConsumer,
   ): Promise<GroupMember> {
     const config: Kafka.ConsumerGlobalConfig = {
       'bootstrap.servers': bootstrapServers,
@@ -39,7 +40,7 @@ export class GroupMember implements AsyncDisposable {
     if (protocol === 'consumer') config['group.protocol'] = 'consumer';
     else config['partition.assignment.strategy'] = 'cooperative-sticky';
     // No rebalance_cb: librdkafka applies assignments itself, without the member ever polling.
-    const client = new Kafka.KafkaConsumer(config, {});
+    const client = new KafkaConsumer(config, {});
     await connect(client);
     client.subscribe([...topics]);
     return new GroupMember(groupId, client);

@@ -16,3 +16,6 @@ export type { TestGroupProtocol } from './group-member';
 export { waitFor, nextRebalance, DEFAULT_WAIT_MS } from './wait';
 export type { WaitOptions, NextRebalanceOptions } from './wait';
 export type { ReadRecord, ReadRecordsOptions } from './read-records';
+export { MockKafka } from './mock-kafka';
+export type { MockKafkaOptions, MockProduceOptions, MockCommitFailure } from './mock-kafka';
+export { VirtualClock } from './virtual-clock';

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as Kafka from 'node-rdkafka';
 import type { ReactiveConsumerOptions } from '../config';
+import { produceArgs } from './records';
 import { GroupMember } from './group-member';
 import { readRecords } from './read-records';
 import type { ReadRecord, ReadRecordsOptions } from './read-records';
@@ -184,24 +185,17 @@ export class TestCluster implements AsyncDisposable {
       this.producer.on('delivery-report', onReport);
     });
     for (let i = 0; i < records.length; i++) {
-      const raw = records[i];
-      const r: TestRecord =
-        typeof raw === 'string' || Buffer.isBuffer(raw) ? { value: raw } : (raw as TestRecord);
-      const value = r.value === null ? null : Buffer.from(r.value);
-      const headers =
-        r.headers === undefined
-          ? undefined
-          : Object.entries(r.headers).map(([k, v]) => ({ [k]: v }) as Kafka.MessageHeader);
+      const r = produceArgs(records[i] as TestRecord | string | Buffer);
       for (;;) {
         try {
           this.producer.produce(
             topic,
-            r.partition ?? null,
-            value,
-            r.key ?? undefined,
-            r.timestamp ?? null,
+            r.partition,
+            r.value,
+            r.key,
+            r.timestamp,
             { testingIndex: i },
-            headers,
+            r.headers,
           );
           break;
         } catch (err) {

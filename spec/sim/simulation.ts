@@ -30,7 +30,7 @@ import { Coordinator } from './coordinator';
 import { InvariantChecker } from './invariants';
 import type { Violation } from './invariants';
 import { Random } from './random';
-import { VirtualClock } from './virtual-clock';
+import { VirtualClock } from '../../lib/testing/virtual-clock';
 
 export const TOPIC = 't';
 

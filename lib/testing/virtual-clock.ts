@@ -1,12 +1,16 @@
 /**
- * A virtual clock for deterministic simulations: while installed, `setTimeout`, `setInterval`,
+ * A virtual clock for fast, deterministic tests (`reactive-rdkafka/testing`): while installed, `setTimeout`, `setInterval`,
  * `setImmediate` (and their `clear*`) and `Date.now` are served from queues this clock owns, so
  * nothing the library schedules runs until the simulation lets it, and virtual time only moves
  * when the next timer is fired. Promise jobs still run natively: `settle()` lets them drain (and
  * runs the queued immediates) until nothing is left to do at the current instant.
  *
- * Mocha keeps its own references to the real timers (taken when it loaded), so its timeouts are
- * unaffected. Uninstall in a `finally`: timers left in the queues are dropped with the clock.
+ * With {@link MockKafka} (whose clients schedule on the same timers) a pipeline's hours of
+ * backoff, commit intervals and deadlines pass in milliseconds: `runUntil(condition)` fires timers
+ * in order until the condition holds. Mocha and node:test keep their own references to the real
+ * timers (taken when they loaded), so their timeouts are unaffected; a runner that fakes timers
+ * itself (jest's fake timers) must not be used with it. Uninstall in a `finally`: timers left in
+ * the queues are dropped with the clock.
  */
 
 type Callback = (...args: unknown[]) => void;
@@ -62,6 +66,18 @@ const real = {
 /** Yields to the real event loop once: every pending promise job has run when it resolves. */
 export const realTick = (): Promise<void> => new Promise((resolve) => real.setImmediate(resolve));
 
+export interface VirtualClockOptions {
+  /** Where virtual time starts (ms since the epoch, what `Date.now()` returns). @default 1_700_000_000_000 */
+  start?: number;
+  /**
+   * Move time on by itself: whenever nothing is left to run at the current instant, the next
+   * timer fires. Await anything, as without the clock, and time jumps over every wait. Without
+   * it, time moves only through {@link VirtualClock.runUntil}, {@link VirtualClock.advance} and
+   * {@link VirtualClock.step}. @default false
+   */
+  autoAdvance?: boolean;
+}
+
 export class VirtualClock {
   private time: number;
   private nextId = 1;
@@ -75,8 +91,11 @@ export class VirtualClock {
   /** Exceptions thrown by callbacks (a real event loop would report them as uncaught). */
   readonly uncaught: unknown[] = [];
 
-  constructor(start = 1_700_000_000_000) {
-    this.time = start;
+  private readonly autoAdvance: boolean;
+
+  constructor(options: VirtualClockOptions = {}) {
+    this.time = options.start ?? 1_700_000_000_000;
+    this.autoAdvance = options.autoAdvance === true;
   }
 
   get now(): number {
@@ -107,6 +126,32 @@ export class VirtualClock {
       if (h instanceof VirtualTimeout) this.cancelledImmediates.add(h.id);
     };
     Date.now = () => this.time;
+    if (this.autoAdvance) this.drive();
+  }
+
+  /**
+   * `autoAdvance`: whenever nothing is left to run at the current instant (no immediate queued,
+   * every promise job done), the next timer fires — virtual time moves on by itself while the
+   * test awaits.
+   */
+  private drive(): void {
+    real.setImmediate(() => {
+      if (!this.installed) return;
+      if (this.immediates.length > 0) {
+        this.runImmediates();
+        this.drive();
+        return;
+      }
+      this.dropCancelled();
+      const t = this.heap[0];
+      if (t === undefined) {
+        // Nothing scheduled: look again shortly (real time), without spinning.
+        real.setTimeout(() => this.drive(), 1);
+        return;
+      }
+      this.fireNext();
+      this.drive();
+    });
   }
 
   uninstall(): void {
@@ -157,12 +202,16 @@ export class VirtualClock {
       await realTick();
       if (this.immediates.length === 0) return;
       if (round > 100_000) throw new Error('immediates never settle (a busy loop?)');
-      const batch = this.immediates;
-      this.immediates = [];
-      for (const im of batch) {
-        if (this.cancelledImmediates.delete(im.id)) continue;
-        this.run(im.fn, im.args);
-      }
+      this.runImmediates();
+    }
+  }
+
+  private runImmediates(): void {
+    const batch = this.immediates;
+    this.immediates = [];
+    for (const im of batch) {
+      if (this.cancelledImmediates.delete(im.id)) continue;
+      this.run(im.fn, im.args);
     }
   }
 
@@ -172,8 +221,58 @@ export class VirtualClock {
     return this.heap[0]?.at;
   }
 
+  /**
+   * Fires timers in order (settling after each) until `condition` holds — checked first, and after
+   * each timer — and resolves with the virtual milliseconds that passed. Rejects, naming `what`,
+   * once `withinMs` of virtual time passed without it, or when no timer is left to fire.
+   */
+  async runUntil(
+    condition: () => boolean,
+    options: { withinMs?: number; what?: string } = {},
+  ): Promise<number> {
+    const startedAt = this.time;
+    const limit = startedAt + (options.withinMs ?? 3_600_000);
+    const what = options.what ?? 'the condition';
+    if (this.autoAdvance) {
+      while (!condition()) {
+        if (this.time > limit) {
+          throw new Error(`${what}: still false after ${this.time - startedAt} virtual ms`);
+        }
+        await realTick();
+      }
+      return this.time - startedAt;
+    }
+    await this.settle();
+    while (!condition()) {
+      const next = this.nextAt();
+      if (next === undefined) throw new Error(`${what}: no timer left to fire and it is false`);
+      if (next > limit) {
+        throw new Error(`${what}: still false after ${limit - startedAt} virtual ms`);
+      }
+      await this.step();
+    }
+    return this.time - startedAt;
+  }
+
+  /** Fires every timer due within `ms` of virtual time, in order, then moves time to `now + ms`. */
+  async advance(ms: number): Promise<void> {
+    const until = this.time + Math.max(0, ms);
+    await this.settle();
+    for (let next = this.nextAt(); next !== undefined && next <= until; next = this.nextAt()) {
+      await this.step();
+    }
+    this.time = until;
+  }
+
   /** Fires the earliest timer (moving time to it), then settles. False when no timer is left. */
   async step(): Promise<boolean> {
+    if (!this.fireNext()) return false;
+    await this.settle();
+    return true;
+  }
+
+  /** Fires the earliest timer, moving time to it. False when no timer is left. */
+  private fireNext(): boolean {
     this.dropCancelled();
     const t = this.pop();
     if (!t) return false;
@@ -186,7 +285,6 @@ export class VirtualClock {
       this.timers.delete(t.id);
     }
     this.run(t.fn, t.args);
-    await this.settle();
     return true;
   }
 
