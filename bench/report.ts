@@ -614,6 +614,7 @@ function goalsSection(results: BenchResults): string[] {
     const kafkajs = row(rows, 'kafkajs-eachBatch-tuned');
     for (const id of [
       'reactive-process-fast',
+      'reactive-process-fast-views',
       'reactive-partitions-fast',
       'reactive-process-batch-fast',
     ] as ContenderId[]) {
@@ -632,6 +633,7 @@ function goalsSection(results: BenchResults): string[] {
     for (const [lib, loop, binding] of [
       ['reactive-process', 'raw-rdkafka', 'node-rdkafka'],
       ['reactive-process-fast', 'raw-rdkafka-fast', 'companion binding'],
+      ['reactive-process-fast-views', 'raw-rdkafka-patched', 'companion binding, shared views'],
     ] as [ContenderId, ContenderId, string][]) {
       const a = row(rows, lib)?.cpuByThread;
       const b = row(rows, loop)?.cpuByThread;

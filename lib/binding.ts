@@ -39,4 +39,6 @@ export interface BindingInfo {
    * (the companion build's `consumeBatch`); false on the stock binding.
    */
   readonly batchConversion: boolean;
+  /** Values and keys are views of batch buffers (the consumer's `sharedBatchBuffers`). */
+  readonly sharedBatchBuffers: boolean;
 }

@@ -185,6 +185,16 @@ export interface ReactiveConsumerOptions {
    * @default require('node-rdkafka')
    */
   binding?: KafkaBinding;
+  /**
+   * With a binding that converts batches (the companion build, README "Fast path"): message
+   * values, keys and header values are views of one buffer per partition and batch instead of
+   * copies of their own, so no per-message copy at all. A value kept after its message finished
+   * then keeps that partition's messages of the batch in memory (never another partition's), and
+   * `value.buffer` is the whole batch. The buffer limits count the batch buffers the library holds
+   * (each once, whole), not the values' own bytes. A binding without it is a `ConfigError`.
+   * @default false
+   */
+  sharedBatchBuffers?: boolean;
 }
 
 /** The library's tuning options with every default applied. */
@@ -221,4 +231,6 @@ export interface ConsumerSettings {
   readonly oauthBearerToken: OAuthBearerTokenProvider | undefined;
   /** The binding every client is built from (see {@link ReactiveConsumerOptions.binding}). */
   readonly binding: KafkaBinding;
+  /** Values and keys are views of their batch's buffer (see {@link ReactiveConsumerOptions.sharedBatchBuffers}). */
+  readonly sharedBatchBuffers: boolean;
 }

@@ -65,8 +65,39 @@ describe('binding option', () => {
       version: stockVersion,
       librdkafkaVersion: Kafka.librdkafkaVersion,
       batchConversion: false,
+      sharedBatchBuffers: false,
     });
     await consumer.close();
+  });
+
+  it('sharedBatchBuffers: turned on in a binding that can share its batch buffers, refused by one that cannot', async () => {
+    const calls: boolean[] = [];
+    class SharingConsumer extends Kafka.KafkaConsumer {
+      setBatchBufferSharing(on: boolean): void {
+        calls.push(on);
+      }
+    }
+    const sharing: KafkaBinding = { ...Kafka, KafkaConsumer: SharingConsumer, name: 'sharing' };
+    const consumer = new ReactiveConsumer({ ...base, binding: sharing, sharedBatchBuffers: true });
+    assert.deepEqual(calls, [true]);
+    assert.equal(consumer.health().details.binding.sharedBatchBuffers, true);
+    await consumer.close();
+    const off = new ReactiveConsumer({ ...base, binding: sharing });
+    assert.deepEqual(calls, [true], 'off by default');
+    assert.equal(off.health().details.binding.sharedBatchBuffers, false);
+    await off.close();
+    for (const [options, message] of [
+      [{ sharedBatchBuffers: true }, /needs a binding that converts batches.*node-rdkafka has not/],
+      [{ sharedBatchBuffers: 'yes' }, /Expected `sharedBatchBuffers` to be a boolean, got string/],
+    ] as const) {
+      assert.throws(
+        () => new ReactiveConsumer({ ...base, ...(options as object) }),
+        (err: unknown) =>
+          err instanceof ConfigError &&
+          err.key === 'sharedBatchBuffers' &&
+          message.test(err.message),
+      );
+    }
   });
 
   it('node-rdkafka passed explicitly is named as the default', async () => {
@@ -90,6 +121,7 @@ describe('binding option', () => {
       version: '1.2.3',
       librdkafkaVersion: Kafka.librdkafkaVersion,
       batchConversion: false,
+      sharedBatchBuffers: false,
     });
     sub.unsubscribe();
     await consumer.close();

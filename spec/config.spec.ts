@@ -302,6 +302,7 @@ const everyOption: Required<ReactiveConsumerOptions> = {
   maxBufferedBytesTotal: 4096,
   resumeThreshold: 0.25,
   binding: Kafka,
+  sharedBatchBuffers: false, // true needs the companion binding (spec/binding.spec.ts)
   onAssign: () => 'committed',
   onRevoke: () => undefined,
   rememberCompleted: { topic: 'memories', maxRuns: 8 } satisfies Required<

@@ -145,6 +145,7 @@ describe('evaluateHealth', () => {
       version: '3.6.1',
       librdkafkaVersion: '2.12.0',
       batchConversion: false,
+      sharedBatchBuffers: false,
     },
   };
 

@@ -26,6 +26,7 @@ import {
   reactiveProcessBatch,
   reactiveProcessBatchFast,
   reactiveProcessFast,
+  reactiveProcessFastViews,
   reactiveProcessTuned,
 } from './reactive';
 import { loadKafkaJs, loadLibrary, loadPlatformatic } from '../peers';
@@ -37,6 +38,7 @@ export type ContenderId =
   | 'raw-rdkafka-fast'
   | 'raw-rdkafka-patched'
   | 'reactive-process-fast'
+  | 'reactive-process-fast-views'
   | 'reactive-partitions-fast'
   | 'reactive-process-batch-fast'
   | 'reactive-process'
@@ -166,6 +168,16 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     kind: 'library',
     settings: `as process() above on the companion binding (\`binding\` option), plus ${fastFetch}`,
     run: reactiveProcessFast,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'reactive-process-fast-views',
+    label: 'reactive-rdkafka process() (companion binding, shared views)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: `as process() on the companion binding, with \`sharedBatchBuffers: true\` (values and keys views of the batch buffers, no per-message copy)`,
+    run: reactiveProcessFastViews,
     load: () => [loadLibrary(), loadFastBinding()],
     missing: fastBindingMissing,
   },

@@ -12,8 +12,15 @@ import { loadLibrary } from '../peers';
 import { FAST_FETCH, loadFastBinding } from './raw-rdkafka';
 import type { Contender, ContenderContext } from './types';
 
-/** `fast`: on the companion binding (fast-binding/), always with FAST_FETCH like its raw loop. */
-function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean, fast = false) {
+/**
+ * `fast`: on the companion binding (fast-binding/), always with FAST_FETCH like its raw loop;
+ * `'views'`: with `sharedBatchBuffers` (values and keys views of the batch buffers).
+ */
+function consumer(
+  { brokers, topic, groupId }: ContenderContext,
+  tuned: boolean,
+  fast: boolean | 'views' = false,
+) {
   const { ReactiveConsumer } = loadLibrary();
   return new ReactiveConsumer({
     config: {
@@ -24,11 +31,12 @@ function consumer({ brokers, topic, groupId }: ContenderContext, tuned: boolean,
     topicConfig: { 'auto.offset.reset': 'earliest' },
     topics: [topic],
     ...(fast ? { binding: loadFastBinding() as never } : {}),
+    ...(fast === 'views' ? { sharedBatchBuffers: true } : {}),
   });
 }
 
 const processContender =
-  (tuned: boolean, fast = false): Contender =>
+  (tuned: boolean, fast: boolean | 'views' = false): Contender =>
   async (ctx) => {
     const c = consumer(ctx, tuned, fast);
     const { meter } = ctx;
@@ -75,6 +83,7 @@ export const reactiveProcess = processContender(false);
 export const reactiveProcessTuned = processContender(true);
 export const reactiveProcessBatch = processBatchContender(false);
 export const reactiveProcessFast = processContender(true, true);
+export const reactiveProcessFastViews = processContender(true, 'views');
 export const reactivePartitionsFast = partitionsContender(true, true);
 export const reactiveProcessBatchFast = processBatchContender(true);
 export const reactivePartitions = partitionsContender(false);

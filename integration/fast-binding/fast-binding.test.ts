@@ -229,37 +229,64 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     assert.equal(value.toString('hex'), before, 'the batch was not detached by a transfer');
   });
 
-  it('runs a ReactiveConsumer: everything processed once and committed', async () => {
-    const topic = uniqueName('fast-binding-rc');
-    const n = 300;
-    await createTopic(topic, PARTITIONS);
-    await produceAll(topic, n, 'zstd');
-    const group = uniqueName('fast-binding-rc-group');
-    const consumer = new ReactiveConsumer({
-      config: { 'bootstrap.servers': BROKERS, 'group.id': group },
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      topics: [topic],
-      binding: fast,
+  for (const sharedBatchBuffers of [false, true]) {
+    it(`runs a ReactiveConsumer: everything processed once and committed${sharedBatchBuffers ? ' (sharedBatchBuffers: values are views of batch buffers)' : ''}`, async () => {
+      const topic = uniqueName('fast-binding-rc');
+      const n = 300;
+      await createTopic(topic, PARTITIONS);
+      await produceAll(topic, n, 'zstd');
+      const group = uniqueName('fast-binding-rc-group');
+      const consumer = new ReactiveConsumer({
+        config: { 'bootstrap.servers': BROKERS, 'group.id': group },
+        topicConfig: { 'auto.offset.reset': 'earliest' },
+        topics: [topic],
+        binding: fast,
+        sharedBatchBuffers,
+      });
+      assert.deepEqual(
+        {
+          name: consumer.health().details.binding.name,
+          batch: consumer.health().details.binding.batchConversion,
+          shared: consumer.health().details.binding.sharedBatchBuffers,
+        },
+        { name: 'reactive-rdkafka-fast-binding', batch: true, shared: sharedBatchBuffers },
+      );
+      const seen: string[] = [];
+      const expected = records(n);
+      let views = 0;
+      const sub = consumer
+        .process((m) => {
+          seen.push(`${m.partition}:${m.offset}`);
+          // produceAll wrote record i to partition i % PARTITIONS, at offset ⌊i / PARTITIONS⌋.
+          const want = expected[m.offset * PARTITIONS + m.partition]?.value ?? null;
+          // (null and empty as the byte-for-byte spec above compares them with the stock binding)
+          assert.equal(m.value?.toString('hex') ?? '', want?.toString('hex') ?? '');
+          if (
+            m.value !== null &&
+            m.value.length > 0 &&
+            m.value.buffer.byteLength > m.value.length
+          ) {
+            views += 1;
+          }
+        })
+        .subscribe();
+      try {
+        await waitFor(() => seen.length >= n, {
+          timeoutMs: 60_000,
+          what: `${n} messages processed`,
+        });
+        await consumer.commit();
+      } finally {
+        sub.unsubscribe();
+        await consumer.close();
+      }
+      assert.equal(new Set(seen).size, n, 'each once');
+      assert.equal(seen.length, n, 'none twice');
+      // Copies: each value its own Buffer (pooled ones included: a pool slab is at most 8 KiB and
+      // none of these values share one with a batch). Views: values are slices of batch buffers.
+      if (sharedBatchBuffers) assert.ok(views > n / 2, `values are views (${views} of ${n})`);
+      const ends = Array.from({ length: PARTITIONS }, (_, p) => Math.ceil((n - p) / PARTITIONS));
+      assert.deepEqual(await committedOffsets(group, topic, PARTITIONS), ends);
     });
-    assert.deepEqual(
-      {
-        name: consumer.health().details.binding.name,
-        batch: consumer.health().details.binding.batchConversion,
-      },
-      { name: 'reactive-rdkafka-fast-binding', batch: true },
-    );
-    const seen: string[] = [];
-    const sub = consumer.process((m) => void seen.push(`${m.partition}:${m.offset}`)).subscribe();
-    try {
-      await waitFor(() => seen.length >= n, { timeoutMs: 60_000, what: `${n} messages processed` });
-      await consumer.commit();
-    } finally {
-      sub.unsubscribe();
-      await consumer.close();
-    }
-    assert.equal(new Set(seen).size, n, 'each once');
-    assert.equal(seen.length, n, 'none twice');
-    const ends = Array.from({ length: PARTITIONS }, (_, p) => Math.ceil((n - p) / PARTITIONS));
-    assert.deepEqual(await committedOffsets(group, topic, PARTITIONS), ends);
-  });
+  }
 });

@@ -123,6 +123,29 @@ export function resolveBinding(input: unknown, key = 'binding'): KafkaBinding {
 /** node-rdkafka as installed with the library (a snapshot, as every resolved binding). */
 export const defaultBinding: KafkaBinding = resolveBinding(Kafka);
 
+/**
+ * `sharedBatchBuffers` as given: a boolean, and true only with a binding whose consumer can share
+ * its batch buffers (`setBatchBufferSharing`, the companion build's).
+ */
+export function resolveSharedBatchBuffers(value: unknown, binding: KafkaBinding): boolean {
+  if (value === undefined || value === false) return false;
+  if (value !== true) {
+    throw new ConfigError(
+      `Expected \`sharedBatchBuffers\` to be a boolean, got ${typeof value}`,
+      'sharedBatchBuffers',
+    );
+  }
+  const proto = (binding.KafkaConsumer as { prototype?: { setBatchBufferSharing?: unknown } })
+    .prototype;
+  if (typeof proto?.setBatchBufferSharing !== 'function') {
+    throw new ConfigError(
+      `\`sharedBatchBuffers\` needs a binding that converts batches (its KafkaConsumer has setBatchBufferSharing, as reactive-rdkafka-fast-binding's does); ${bindingInfo(binding).name} has not`,
+      'sharedBatchBuffers',
+    );
+  }
+  return true;
+}
+
 /** The native client under a node-rdkafka client object (`_client`), if it has one. */
 function nativeClient(client: unknown): Record<string, unknown> | undefined {
   const c = (client as { _client?: unknown } | undefined)?._client;
@@ -138,7 +161,11 @@ export function hasBatchConversion(consumer: unknown): boolean {
  * What `health()` and the start log say of the binding. `consumer`, when there is one, tells
  * whether batch conversion is on; without it, the module's own `batchConversion` flag does.
  */
-export function bindingInfo(binding: KafkaBinding, consumer?: unknown): BindingInfo {
+export function bindingInfo(
+  binding: KafkaBinding,
+  consumer?: unknown,
+  sharedBatchBuffers = false,
+): BindingInfo {
   const stock = isStock(binding);
   const flag = (binding as { batchConversion?: unknown }).batchConversion;
   return {
@@ -149,6 +176,7 @@ export function bindingInfo(binding: KafkaBinding, consumer?: unknown): BindingI
       consumer !== undefined && nativeClient(consumer) !== undefined
         ? hasBatchConversion(consumer)
         : flag === true,
+    sharedBatchBuffers,
   };
 }
 

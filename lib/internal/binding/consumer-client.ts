@@ -84,6 +84,11 @@ export class ConsumerClient {
         'binding',
       );
     }
+    if (settings.sharedBatchBuffers) {
+      (this.raw as unknown as { setBatchBufferSharing(on: boolean): void }).setBatchBufferSharing(
+        true,
+      );
+    }
     this.commits = new CommitTracker(this.raw, this.doubts, logger, () => this.onAnswered());
     this.raw.on(
       'offset.commit',

@@ -180,7 +180,11 @@ export class ConsumerEngine implements ProcessorHost {
     this.logger.info(
       {
         topics: this.settings.topics,
-        binding: bindingInfo(this.settings.binding, this.client.raw),
+        binding: bindingInfo(
+          this.settings.binding,
+          this.client.raw,
+          this.settings.sharedBatchBuffers,
+        ),
       },
       'connecting',
     );

@@ -208,6 +208,7 @@ export function assembleUnits(
     events: rebalances,
     streams,
     staticInstanceId,
+    sharedBatchBuffers: settings.sharedBatchBuffers,
   });
   const seeks = new Seeks({
     client,

@@ -373,7 +373,11 @@ export class ConsumerObservability implements EngineObserver {
       stats,
       stalledHandlers: this.stalledHandlers(),
       stallThresholdMs: this.stalls.thresholdMs,
-      binding: bindingInfo(this.settings.binding, this.engine.client.raw),
+      binding: bindingInfo(
+        this.settings.binding,
+        this.engine.client.raw,
+        this.settings.sharedBatchBuffers,
+      ),
     });
   }
 }

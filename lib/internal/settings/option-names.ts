@@ -46,6 +46,7 @@ export const CONSUMER_OPTION_NAMES = {
   rememberCompleted: true,
   oauthBearerToken: true,
   binding: true,
+  sharedBatchBuffers: true,
 } as const satisfies Record<keyof ReactiveConsumerOptions, true>;
 
 /** The names of `rememberCompleted`'s object form. */

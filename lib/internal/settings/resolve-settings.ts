@@ -17,7 +17,7 @@ import {
 import { CONSUMER_SCOPE, REMEMBER_COMPLETED_SCOPE, checkedOptions, readOwn } from './option-names';
 import { redactWhenShown } from './secrets';
 import { showValue } from './show-value';
-import { resolveBinding } from '../binding/binding';
+import { resolveBinding, resolveSharedBatchBuffers } from '../binding/binding';
 
 /** librdkafka's default `max.poll.interval.ms`. */
 export const LIBRDKAFKA_MAX_POLL_INTERVAL_MS = 300_000;
@@ -251,7 +251,7 @@ export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSetting
   };
   globalConfig['enable.auto.commit'] = false;
   globalConfig['enable.auto.offset.store'] = false;
-
+  const binding = resolveBinding(options.binding);
   return {
     globalConfig: redactWhenShown(globalConfig) as ConsumerGlobalConfig,
     topicConfig: redactWhenShown({ ...topicConfig }) as ConsumerTopicConfig,
@@ -286,7 +286,8 @@ export function resolveSettings(input: ReactiveConsumerOptions): ConsumerSetting
     onRevoke: resolveOnRevoke(options.onRevoke),
     rememberCompleted,
     oauthBearerToken,
-    binding: resolveBinding(options.binding),
+    binding,
+    sharedBatchBuffers: resolveSharedBatchBuffers(options.sharedBatchBuffers, binding),
   };
 }
 
