@@ -191,7 +191,9 @@ export interface ReactiveConsumerOptions {
    * copies of their own, so no per-message copy at all. A value kept after its message finished
    * then keeps that partition's messages of the batch in memory (never another partition's), and
    * `value.buffer` is the whole batch. The buffer limits count the batch buffers the library holds
-   * (each once, whole), not the values' own bytes. A binding without it is a `ConfigError`.
+   * (each once, whole): a partition pauses when they reach its limit while its messages' own bytes
+   * are above the resume mark, and resumes when those fall below it (a few messages held back never
+   * keep it paused for their whole batches). A binding without it is a `ConfigError`.
    * @default false
    */
   sharedBatchBuffers?: boolean;

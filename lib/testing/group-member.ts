@@ -7,6 +7,15 @@ import type { WaitOptions } from './wait';
 /** The group protocol of the kit's consumers: KIP-848 (`consumer`) or the classic one. */
 export type TestGroupProtocol = 'consumer' | 'classic';
 
+export interface JoinGroupOptions {
+  /**
+   * librdkafka settings of the member on top of the kit's: its assignor must be the group's, e.g.
+   * `{ 'partition.assignment.strategy': 'range' }` in a group of eager consumers (the members of
+   * one group must share a protocol).
+   */
+  config?: Record<string, unknown>;
+}
+
 /**
  * A bare member of a consumer group, there to force rebalances: it joins, takes its share of the
  * partitions, never reads, processes or commits anything, and gives them back when it leaves. What
@@ -28,6 +37,7 @@ export class GroupMember implements AsyncDisposable {
     groupId: string,
     topics: readonly string[],
     protocol: TestGroupProtocol,
+    options: JoinGroupOptions = {},
     KafkaConsumer: typeof Kafka.KafkaConsumer = Kafka.KafkaConsumer,
   ): Promise<GroupMember> {
     const config: Kafka.ConsumerGlobalConfig = {
@@ -39,6 +49,7 @@ export class GroupMember implements AsyncDisposable {
     };
     if (protocol === 'consumer') config['group.protocol'] = 'consumer';
     else config['partition.assignment.strategy'] = 'cooperative-sticky';
+    Object.assign(config, options.config);
     // No rebalance_cb: librdkafka applies assignments itself, without the member ever polling.
     const client = new KafkaConsumer(config, {});
     await connect(client);

@@ -12,7 +12,7 @@ export type {
   OffsetsByPartition,
 } from './test-cluster';
 export { GroupMember } from './group-member';
-export type { TestGroupProtocol } from './group-member';
+export type { JoinGroupOptions, TestGroupProtocol } from './group-member';
 export { waitFor, nextRebalance, DEFAULT_WAIT_MS } from './wait';
 export type { WaitOptions, NextRebalanceOptions } from './wait';
 export type { ReadRecord, ReadRecordsOptions } from './read-records';

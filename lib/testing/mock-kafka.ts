@@ -9,7 +9,7 @@ import type { Isolation, MockTxn } from './mock/broker';
 import { mockConsumerClass } from './mock/consumer';
 import { keyHash, mockProducerClass } from './mock/producer';
 import { GroupMember } from './group-member';
-import type { TestGroupProtocol } from './group-member';
+import type { JoinGroupOptions, TestGroupProtocol } from './group-member';
 import type { ReadRecord, ReadRecordsOptions } from './read-records';
 import { produceArgs } from './records';
 import type { OffsetsByPartition, ProducedRecord, TestRecord, TestTopic } from './test-cluster';
@@ -19,9 +19,9 @@ export interface MockKafkaOptions {
   /** Partitions of `createTopic()` when it is not told. @default 4 */
   partitions?: number;
   /**
-   * The group protocol of `consumerOptions()` and `joinGroup()`: `'consumer'` (KIP-848,
-   * incremental) or `'classic'` (librdkafka's default eager assignor; set
-   * `partition.assignment.strategy: 'cooperative-sticky'` for the incremental one).
+   * The group protocol of `consumerOptions()` and `joinGroup()`: `'consumer'` (KIP-848) or
+   * `'classic'` (with the cooperative-sticky assignor; for an eager group set
+   * `partition.assignment.strategy` in the consumers' config and in `joinGroup()`'s).
    * @default 'consumer'
    */
   groupProtocol?: TestGroupProtocol;
@@ -126,6 +126,12 @@ export class MockKafka implements AsyncDisposable {
     options: MockProduceOptions = {},
   ): Promise<ProducedRecord[]> {
     this.assertOpen();
+    const t = options.transaction;
+    if (t !== undefined && t !== 'commit' && t !== 'abort' && t !== 'open') {
+      throw new RangeError(
+        `Expected \`transaction\` to be 'commit', 'abort' or 'open', got ${String(t)}`,
+      );
+    }
     const n = this.broker.partitionCount(topic);
     const args = records.map((r) => produceArgs(r));
     for (const a of args) {
@@ -177,6 +183,8 @@ export class MockKafka implements AsyncDisposable {
       'group.id': groupId,
     };
     if (this.groupProtocol === 'consumer') config['group.protocol'] = 'consumer';
+    // The assignor joinGroup()'s members use: the members of one group must share a protocol.
+    else config['partition.assignment.strategy'] = 'cooperative-sticky';
     return {
       config,
       topicConfig: { 'auto.offset.reset': 'earliest' },
@@ -189,13 +197,18 @@ export class MockKafka implements AsyncDisposable {
    * Joins `groupId` with a bare member that takes its share of `topics`' partitions and does
    * nothing with them; `leave()` it to force the next rebalance (see {@link GroupMember}).
    */
-  async joinGroup(groupId: string, topics: readonly string[]): Promise<GroupMember> {
+  async joinGroup(
+    groupId: string,
+    topics: readonly string[],
+    options: JoinGroupOptions = {},
+  ): Promise<GroupMember> {
     this.assertOpen();
     const member = await GroupMember.join(
       'mock:9092',
       groupId,
       topics,
       this.groupProtocol,
+      options,
       this.binding.KafkaConsumer,
     );
     this.members.add(member);
@@ -268,7 +281,8 @@ export class MockKafka implements AsyncDisposable {
   /**
    * The next commits of `groupId` fail (after the commits already answered): `count` of them,
    * with `code`, applied by the broker anyway with `appliedAnyway` — to test what a pipeline does
-   * when a commit times out or is refused.
+   * when a commit times out or is refused. Consumer commits only: `processTransactional()`
+   * commits its offsets with its transactions, which this does not touch.
    */
   failCommits(groupId: string, failure: MockCommitFailure = {}): void {
     const count = failure.count ?? 1;

@@ -5,7 +5,7 @@ import { produceArgs } from './records';
 import { GroupMember } from './group-member';
 import { readRecords } from './read-records';
 import type { ReadRecord, ReadRecordsOptions } from './read-records';
-import type { TestGroupProtocol } from './group-member';
+import type { JoinGroupOptions, TestGroupProtocol } from './group-member';
 import {
   committed,
   connect,
@@ -224,6 +224,8 @@ export class TestCluster implements AsyncDisposable {
       'group.id': groupId,
     };
     if (this.groupProtocol === 'consumer') config['group.protocol'] = 'consumer';
+    // The assignor joinGroup()'s members use: the members of one group must share a protocol.
+    else config['partition.assignment.strategy'] = 'cooperative-sticky';
     return {
       config,
       topicConfig: { 'auto.offset.reset': 'earliest' },
@@ -236,13 +238,18 @@ export class TestCluster implements AsyncDisposable {
    * with them (see {@link GroupMember}); `leave()` it to force the next rebalance. `close()` makes
    * every member still there leave.
    */
-  async joinGroup(groupId: string, topics: readonly string[]): Promise<GroupMember> {
+  async joinGroup(
+    groupId: string,
+    topics: readonly string[],
+    options: JoinGroupOptions = {},
+  ): Promise<GroupMember> {
     this.assertOpen();
     const member = await GroupMember.join(
       this.bootstrapServers,
       groupId,
       topics,
       this.groupProtocol,
+      options,
     );
     this.members.add(member);
     return member;

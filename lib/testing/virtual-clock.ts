@@ -1,29 +1,20 @@
 /**
- * A virtual clock for fast, deterministic tests (`reactive-rdkafka/testing`): while installed, `setTimeout`, `setInterval`,
- * `setImmediate` (and their `clear*`) and `Date.now` are served from queues this clock owns, so
- * nothing the library schedules runs until the simulation lets it, and virtual time only moves
- * when the next timer is fired. Promise jobs still run natively: `settle()` lets them drain (and
- * runs the queued immediates) until nothing is left to do at the current instant.
+ * A virtual clock for fast, deterministic tests (`reactive-rdkafka/testing`): while installed,
+ * `setTimeout`, `setInterval`, `setImmediate` (and their `clear*`) and `Date.now` are served by
+ * this clock. Timers fire only when virtual time reaches them, and virtual time moves only when
+ * the test says so (`runUntil`, `advance`, `step`) or, with `autoAdvance`, whenever nothing else is
+ * left to run. Immediates run on the real event loop as they come (no virtual time passes), and
+ * promise jobs run natively.
  *
  * With {@link MockKafka} (whose clients schedule on the same timers) a pipeline's hours of
- * backoff, commit intervals and deadlines pass in milliseconds: `runUntil(condition)` fires timers
- * in order until the condition holds. Mocha and node:test keep their own references to the real
- * timers (taken when they loaded), so their timeouts are unaffected; a runner that fakes timers
- * itself (jest's fake timers) must not be used with it. Uninstall in a `finally`: timers left in
- * the queues are dropped with the clock.
+ * backoff, commit intervals and deadlines pass in milliseconds. Mocha and node:test keep their
+ * own references to the real timers (taken when they loaded), so their timeouts are unaffected; a
+ * runner that fakes timers itself (jest's fake timers) must not be used with it. Uninstall in a
+ * `finally` or `afterEach`: timers left in the queues are dropped with the clock.
  */
-
-type Callback = (...args: unknown[]) => void;
-
-interface Timer {
-  readonly id: number;
-  at: number;
-  seq: number;
-  readonly fn: Callback;
-  readonly args: unknown[];
-  readonly interval: number | undefined;
-  cancelled: boolean;
-}
+import { promisify } from 'node:util';
+import { TimerHeap } from './timer-heap';
+import type { Callback, Timer } from './timer-heap';
 
 /** What `setTimeout` returns under the clock: enough of Node's `Timeout` for the library. */
 class VirtualTimeout {
@@ -63,6 +54,12 @@ const real = {
   dateNow: Date.now,
 };
 
+/** Node's longest timer delay; a longer (or invalid) one is 1 ms, as Node makes it. */
+const TIMEOUT_MAX = 2 ** 31 - 1;
+
+/** The clock installed now: one at a time. */
+const installedNow: { clock?: VirtualClock } = {};
+
 /** Yields to the real event loop once: every pending promise job has run when it resolves. */
 export const realTick = (): Promise<void> => new Promise((resolve) => real.setImmediate(resolve));
 
@@ -76,28 +73,39 @@ export interface VirtualClockOptions {
    * {@link VirtualClock.step}. @default false
    */
   autoAdvance?: boolean;
+  /**
+   * @internal For a simulation that owns the whole schedule: immediates run only inside
+   * `settle()`/`step()`, and exceptions of callbacks are only collected in `uncaught`.
+   */
+  deterministic?: boolean;
 }
 
 export class VirtualClock {
   private time: number;
   private nextId = 1;
   private seq = 0;
-  /** A binary min-heap on (at, seq); cancelled timers stay in it until they surface. */
-  private heap: Timer[] = [];
+  private readonly heap = new TimerHeap();
   private readonly timers = new Map<number, Timer>();
   private immediates: { id: number; fn: Callback; args: unknown[] }[] = [];
   private readonly cancelledImmediates = new Set<number>();
   private installed = false;
-  /** Exceptions thrown by callbacks (a real event loop would report them as uncaught). */
-  readonly uncaught: unknown[] = [];
-
+  private driving = false;
   private readonly autoAdvance: boolean;
+  private readonly deterministic: boolean;
+  /**
+   * Exceptions thrown by callbacks. Each is also thrown again on the real event loop (an uncaught
+   * exception, as without the clock: the test runner fails the test).
+   */
+  readonly uncaught: unknown[] = [];
 
   constructor(options: VirtualClockOptions = {}) {
     this.time = options.start ?? 1_700_000_000_000;
+    if (!Number.isFinite(this.time)) throw new RangeError('Expected `start` to be a finite number');
     this.autoAdvance = options.autoAdvance === true;
+    this.deterministic = options.deterministic === true;
   }
 
+  /** Virtual time: what `Date.now()` returns while installed. */
   get now(): number {
     return this.time;
   }
@@ -108,55 +116,47 @@ export class VirtualClock {
   }
 
   install(): void {
-    if (this.installed) throw new Error('clock already installed');
+    if (this.installed) throw new Error('this clock is installed already');
+    if (installedNow.clock !== undefined) {
+      throw new Error('another VirtualClock is installed: uninstall it first');
+    }
+    installedNow.clock = this;
     this.installed = true;
     const g = globalThis as unknown as Record<string, unknown>;
-    g.setTimeout = (fn: Callback, ms?: number, ...args: unknown[]) =>
-      this.add(fn, ms, args, undefined);
-    g.setInterval = (fn: Callback, ms?: number, ...args: unknown[]) =>
-      this.add(fn, ms, args, Math.max(1, Math.floor(ms ?? 1)));
-    g.clearTimeout = (h: unknown) => this.clear(h);
-    g.clearInterval = (h: unknown) => this.clear(h);
-    g.setImmediate = (fn: Callback, ...args: unknown[]) => {
+    const setTimeout = (fn: Callback, ms?: unknown, ...args: unknown[]) =>
+      this.add(fn, ms, args, false);
+    const setImmediate = (fn: Callback, ...args: unknown[]) => {
+      checkCallback(fn);
       const id = this.nextId++;
       this.immediates.push({ id, fn, args });
+      this.drive();
       return new VirtualTimeout(id, this);
     };
+    // util.promisify(setTimeout) and (setImmediate), on this clock.
+    Object.assign(setTimeout, {
+      [promisify.custom]: (ms?: number, value?: unknown) =>
+        new Promise((resolve) => this.add(() => resolve(value), ms, [], false)),
+    });
+    Object.assign(setImmediate, {
+      [promisify.custom]: (value?: unknown) =>
+        new Promise((resolve) => setImmediate(() => resolve(value))),
+    });
+    g.setTimeout = setTimeout;
+    g.setInterval = (fn: Callback, ms?: unknown, ...args: unknown[]) =>
+      this.add(fn, ms, args, true);
+    g.clearTimeout = (h: unknown) => this.clear(h);
+    g.clearInterval = (h: unknown) => this.clear(h);
+    g.setImmediate = setImmediate;
     g.clearImmediate = (h: unknown) => {
       if (h instanceof VirtualTimeout) this.cancelledImmediates.add(h.id);
     };
     Date.now = () => this.time;
-    if (this.autoAdvance) this.drive();
-  }
-
-  /**
-   * `autoAdvance`: whenever nothing is left to run at the current instant (no immediate queued,
-   * every promise job done), the next timer fires — virtual time moves on by itself while the
-   * test awaits.
-   */
-  private drive(): void {
-    real.setImmediate(() => {
-      if (!this.installed) return;
-      if (this.immediates.length > 0) {
-        this.runImmediates();
-        this.drive();
-        return;
-      }
-      this.dropCancelled();
-      const t = this.heap[0];
-      if (t === undefined) {
-        // Nothing scheduled: look again shortly (real time), without spinning.
-        real.setTimeout(() => this.drive(), 1);
-        return;
-      }
-      this.fireNext();
-      this.drive();
-    });
   }
 
   uninstall(): void {
     if (!this.installed) return;
     this.installed = false;
+    if (installedNow.clock === this) installedNow.clock = undefined;
     const g = globalThis as unknown as Record<string, unknown>;
     g.setTimeout = real.setTimeout;
     g.clearTimeout = real.clearTimeout;
@@ -165,14 +165,14 @@ export class VirtualClock {
     g.setImmediate = real.setImmediate;
     g.clearImmediate = real.clearImmediate;
     Date.now = real.dateNow;
-    this.heap = [];
+    this.heap.clear();
     this.timers.clear();
     this.immediates = [];
   }
 
   /** Schedules `fn` at `now + ms` (a world event; the same queue as the library's timers). */
   schedule(ms: number, fn: () => void): number {
-    return (this.add(fn as Callback, ms, [], undefined) as VirtualTimeout).id;
+    return this.add(fn as Callback, ms, [], false).id;
   }
 
   cancel(id: number): void {
@@ -187,10 +187,9 @@ export class VirtualClock {
     const t = this.timers.get(id);
     if (!t) return;
     t.cancelled = true;
-    const again: Timer = { ...t, cancelled: false, seq: this.seq++ };
-    again.at = this.time + Math.max(0, again.interval ?? 0);
+    const again: Timer = { ...t, cancelled: false, seq: this.seq++, at: this.time + t.delay };
     this.timers.set(id, again);
-    this.push(again);
+    this.heap.push(again);
   }
 
   /**
@@ -206,48 +205,42 @@ export class VirtualClock {
     }
   }
 
-  private runImmediates(): void {
-    const batch = this.immediates;
-    this.immediates = [];
-    for (const im of batch) {
-      if (this.cancelledImmediates.delete(im.id)) continue;
-      this.run(im.fn, im.args);
-    }
-  }
-
   /** When the next timer fires (undefined if none). */
   nextAt(): number | undefined {
-    this.dropCancelled();
-    return this.heap[0]?.at;
+    return this.heap.peek()?.at;
   }
 
   /**
    * Fires timers in order (settling after each) until `condition` holds — checked first, and after
    * each timer — and resolves with the virtual milliseconds that passed. Rejects, naming `what`,
-   * once `withinMs` of virtual time passed without it, or when no timer is left to fire.
+   * once `withinMs` of virtual time passed without it, or when nothing is left to run.
    */
   async runUntil(
     condition: () => boolean,
     options: { withinMs?: number; what?: string } = {},
   ): Promise<number> {
-    const startedAt = this.time;
-    const limit = startedAt + (options.withinMs ?? 3_600_000);
-    const what = options.what ?? 'the condition';
-    if (this.autoAdvance) {
-      while (!condition()) {
-        if (this.time > limit) {
-          throw new Error(`${what}: still false after ${this.time - startedAt} virtual ms`);
-        }
-        await realTick();
-      }
-      return this.time - startedAt;
+    const withinMs = options.withinMs ?? 3_600_000;
+    if (!(withinMs >= 0) || !Number.isFinite(withinMs)) {
+      throw new RangeError(`Expected \`withinMs\` to be a finite number ≥ 0, got ${withinMs}`);
     }
+    const startedAt = this.time;
+    const limit = startedAt + withinMs;
+    const what = options.what ?? 'the condition';
+    const late = () => new Error(`${what}: still false after ${this.time - startedAt} virtual ms`);
+    const idle = () => new Error(`${what}: nothing left to run (no timer) and it is false`);
     await this.settle();
     while (!condition()) {
+      if (this.autoAdvance) {
+        if (this.time > limit) throw late();
+        if (this.nextAt() === undefined && this.immediates.length === 0) throw idle();
+        await realTick();
+        continue;
+      }
       const next = this.nextAt();
-      if (next === undefined) throw new Error(`${what}: no timer left to fire and it is false`);
+      if (next === undefined) throw idle();
       if (next > limit) {
-        throw new Error(`${what}: still false after ${limit - startedAt} virtual ms`);
+        this.time = Math.max(this.time, limit);
+        throw late();
       }
       await this.step();
     }
@@ -256,12 +249,15 @@ export class VirtualClock {
 
   /** Fires every timer due within `ms` of virtual time, in order, then moves time to `now + ms`. */
   async advance(ms: number): Promise<void> {
-    const until = this.time + Math.max(0, ms);
+    if (!(ms >= 0) || !Number.isFinite(ms)) {
+      throw new RangeError(`Expected \`ms\` to be a finite number ≥ 0, got ${ms}`);
+    }
+    const until = this.time + ms;
     await this.settle();
     for (let next = this.nextAt(); next !== undefined && next <= until; next = this.nextAt()) {
       await this.step();
     }
-    this.time = until;
+    this.time = Math.max(this.time, until);
   }
 
   /** Fires the earliest timer (moving time to it), then settles. False when no timer is left. */
@@ -271,16 +267,44 @@ export class VirtualClock {
     return true;
   }
 
+  /**
+   * Keeps the queues moving on the real event loop (not in `deterministic` mode): immediates run
+   * as they come, and with `autoAdvance` the next timer fires whenever nothing else is queued.
+   */
+  private drive(): void {
+    if (this.driving || this.deterministic || !this.installed) return;
+    this.driving = true;
+    real.setImmediate(() => {
+      this.driving = false;
+      if (!this.installed) return;
+      if (this.immediates.length > 0) this.runImmediates();
+      else if (this.autoAdvance && this.fireNext()) {
+        // fired: look again
+      } else {
+        return; // idle until something is scheduled
+      }
+      this.drive();
+    });
+  }
+
+  private runImmediates(): void {
+    const batch = this.immediates;
+    this.immediates = [];
+    for (const im of batch) {
+      if (this.cancelledImmediates.delete(im.id)) continue;
+      this.run(im.fn, im.args);
+    }
+  }
+
   /** Fires the earliest timer, moving time to it. False when no timer is left. */
   private fireNext(): boolean {
-    this.dropCancelled();
-    const t = this.pop();
+    const t = this.heap.take();
     if (!t) return false;
     if (t.at > this.time) this.time = t.at;
     if (t.interval !== undefined) {
       t.at = this.time + t.interval;
       t.seq = this.seq++;
-      this.push(t);
+      this.heap.push(t);
     } else {
       this.timers.delete(t.id);
     }
@@ -293,16 +317,19 @@ export class VirtualClock {
       fn(...args);
     } catch (err) {
       this.uncaught.push(err);
+      if (!this.deterministic) {
+        real.setImmediate(() => {
+          throw err;
+        });
+      }
     }
   }
 
-  private add(
-    fn: Callback,
-    ms: number | undefined,
-    args: unknown[],
-    interval: number | undefined,
-  ): VirtualTimeout {
-    const delay = Number.isFinite(ms) && (ms as number) > 0 ? Math.floor(ms as number) : 0;
+  private add(fn: Callback, ms: unknown, args: unknown[], repeat: boolean): VirtualTimeout {
+    checkCallback(fn);
+    // As Node: a delay is a number of ms, at least 1 (an invalid or too long one is 1).
+    let delay = Math.trunc(Number(ms));
+    if (!(delay >= 1 && delay <= TIMEOUT_MAX)) delay = 1;
     const id = this.nextId++;
     const t: Timer = {
       id,
@@ -310,11 +337,13 @@ export class VirtualClock {
       seq: this.seq++,
       fn,
       args,
-      interval,
+      delay,
+      interval: repeat ? delay : undefined,
       cancelled: false,
     };
     this.timers.set(id, t);
-    this.push(t);
+    this.heap.push(t);
+    this.drive();
     return new VirtualTimeout(id, this);
   }
 
@@ -322,46 +351,13 @@ export class VirtualClock {
     if (h instanceof VirtualTimeout) this.cancel(h.id);
     else if (typeof h === 'number') this.cancel(h);
   }
+}
 
-  private dropCancelled(): void {
-    while (this.heap.length > 0 && (this.heap[0] as Timer).cancelled) this.pop();
-  }
-
-  private less(a: Timer, b: Timer): boolean {
-    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
-  }
-
-  private push(t: Timer): void {
-    const h = this.heap;
-    h.push(t);
-    let i = h.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.less(h[i] as Timer, h[parent] as Timer)) break;
-      [h[i], h[parent]] = [h[parent] as Timer, h[i] as Timer];
-      i = parent;
-    }
-  }
-
-  private pop(): Timer | undefined {
-    const h = this.heap;
-    if (h.length === 0) return undefined;
-    const top = h[0] as Timer;
-    const last = h.pop() as Timer;
-    if (h.length > 0) {
-      h[0] = last;
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < h.length && this.less(h[l] as Timer, h[m] as Timer)) m = l;
-        if (r < h.length && this.less(h[r] as Timer, h[m] as Timer)) m = r;
-        if (m === i) break;
-        [h[i], h[m]] = [h[m] as Timer, h[i] as Timer];
-        i = m;
-      }
-    }
-    return top;
+function checkCallback(fn: unknown): void {
+  if (typeof fn !== 'function') {
+    throw Object.assign(
+      new TypeError(`The "callback" argument must be of type function. Received ${typeof fn}`),
+      { code: 'ERR_INVALID_ARG_TYPE' },
+    );
   }
 }

@@ -565,6 +565,7 @@ export class FakeConsumer extends EventEmitter {
       }
       this.rr += 1;
     }
+    if (this.sharing) this.shareBatchBuffers(out);
     const delay = out.length > 0 ? 0 : Math.min(this.consumeTimeout, 2);
     const consumeError = out.length === 0 ? this.consumeErrors.shift() : undefined;
     setTimeout(() => {
@@ -931,6 +932,44 @@ export class FakeConsumer extends EventEmitter {
       }
     }
     this.assignment = next;
+  }
+
+  /** The companion binding's views (`setBatchBufferSharing(true)`): see shareBatchBuffers. */
+  private sharing = false;
+  setBatchBufferSharing(on: boolean): void {
+    this.sharing = on;
+  }
+
+  /**
+   * As the companion binding with sharing on: each returned message's value and key become views
+   * of one buffer per partition of this consume batch.
+   */
+  private shareBatchBuffers(out: Message[]): void {
+    const parts = new Map<number, Message[]>();
+    for (const m of out) parts.set(m.partition, [...(parts.get(m.partition) ?? []), m]);
+    for (const [, ms] of parts) {
+      const pieces = ms.flatMap((m) => [
+        m.value ?? Buffer.alloc(0),
+        (m.key as Buffer) ?? Buffer.alloc(0),
+      ]);
+      const batch = Buffer.concat(pieces);
+      let at = 0;
+      ms.forEach((m, i) => {
+        const view = (b: Buffer): Buffer => {
+          const v = batch.subarray(at, at + b.length);
+          at += b.length;
+          return v;
+        };
+        const value = pieces[2 * i] as Buffer;
+        const key = pieces[2 * i + 1] as Buffer;
+        const copy = { ...m, value: m.value === null ? null : view(value) } as Message;
+        copy.key = m.key === undefined || m.key === null ? m.key : view(key);
+        if (m.key === undefined || m.key === null) at += key.length;
+        if (m.value === null) at += value.length;
+        ms[i] = copy;
+        out[out.indexOf(m)] = copy;
+      });
+    }
   }
 
   rebalanceProtocol(): string {

@@ -125,7 +125,7 @@ class SimStore implements CompletedStore {
 }
 
 export class Simulation {
-  private readonly clock = new VirtualClock();
+  private readonly clock = new VirtualClock({ deterministic: true });
   private readonly rnd: Random;
   private readonly libRandom: Random;
   private readonly checker: InvariantChecker;

@@ -29,7 +29,11 @@ describe('testing kit: MockKafka', () => {
 /** The protocols a group can run, as a user's consumer options say them. */
 const PROTOCOLS = [
   { name: 'KIP-848 (group.protocol=consumer)', groupProtocol: 'consumer' as const, extra: {} },
-  { name: 'classic eager', groupProtocol: 'classic' as const, extra: {} },
+  {
+    name: 'classic eager',
+    groupProtocol: 'classic' as const,
+    extra: { 'partition.assignment.strategy': 'range' },
+  },
   {
     name: 'classic cooperative-sticky',
     groupProtocol: 'classic' as const,
@@ -63,7 +67,7 @@ describe('testing kit: MockKafka rebalances', () => {
         .subscribe();
       await waitFor(() => seen.size >= 30, { timeoutMs: 10_000, what: 'the first 30' });
       const revoked = nextRebalance(consumer, 'revoked', { timeoutMs: 10_000 });
-      const member = await mock.joinGroup(groupId, [topic]);
+      const member = await mock.joinGroup(groupId, [topic], { config: p.extra });
       await member.waitForAssignment(1, { timeoutMs: 10_000 });
       const { partitions } = await revoked;
       assert.ok(partitions.length >= 1);
@@ -357,6 +361,115 @@ describe('testing kit: MockKafka broker rules', () => {
     assert.equal(fenced?.isFatal, true);
     assert.deepEqual(await mock.readRecords(topic), []);
     assert.equal((await mock.readRecords(topic, { isolation: 'read_uncommitted' })).length, 1);
+    await mock.close();
+  });
+
+  it('a transaction with a record the broker refused does not commit: the input is not committed, nothing is visible', async () => {
+    const mock = new MockKafka();
+    const { name: input } = await mock.createTopic({ partitions: 1 });
+    const { name: output } = await mock.createTopic({ partitions: 4 });
+    await mock.produce(input, ['a', 'b', 'c']);
+    const options = mock.consumerOptions({ topics: [input] });
+    const consumer = new ReactiveConsumer({ ...options, logger: silent });
+    let failure: unknown;
+    consumer
+      .processTransactional(
+        async (m: KafkaMessage) => [
+          // 'b' goes to a partition the topic does not have.
+          { topic: output, partition: m.value!.toString() === 'b' ? 9 : 0, value: m.value },
+        ],
+        { transactionalIdPrefix: 'mock-refused' },
+      )
+      .subscribe({ error: (err: unknown) => (failure = err) });
+    await waitFor(() => failure !== undefined, { timeoutMs: 20_000, what: 'the pipeline to stop' });
+    await consumer.close();
+    assert.equal((failure as { code?: string }).code, 'ERR_RKC_TRANSACTION', String(failure));
+    const committed = (await mock.committedOffsets(options.config['group.id'], input))[0] ?? 0;
+    assert.ok(committed <= 1, `no offset past the refused input 'b' (committed ${committed})`);
+    const written = (await mock.readRecords(output)).map((r) => r.value!.toString());
+    assert.ok(!written.includes('b') && !written.includes('c'), `visible: ${written}`);
+    await mock.close();
+  });
+
+  it('checks settings as librdkafka does, and refuses a member of another protocol in a group', async () => {
+    const mock = new MockKafka();
+    const { name: topic } = await mock.createTopic({ partitions: 2 });
+    const options = mock.consumerOptions({ topics: [topic] });
+    assert.throws(
+      () =>
+        new ReactiveConsumer({
+          ...options,
+          topicConfig: { 'auto.offset.reset': 'earliset' as never },
+          logger: silent,
+        }),
+      /auto\.offset\.reset/,
+    );
+    const groupId = options.config['group.id'];
+    const consumer = new ReactiveConsumer({ ...options, logger: silent });
+    const owned = new Set<number>();
+    consumer.rebalances$.subscribe((e) => {
+      for (const p of e.partitions) {
+        if (e.type === 'assigned') owned.add(p.partition);
+        if (e.type === 'revoked' || e.type === 'lost') owned.delete(p.partition);
+      }
+    });
+    consumer.process(() => undefined).subscribe();
+    await waitFor(() => owned.size === 2, { what: 'the consumer assigned' });
+    const errors: { code?: number }[] = [];
+    const eager = new mock.binding.KafkaConsumer(
+      { 'group.id': groupId, 'partition.assignment.strategy': 'range' },
+      {},
+    );
+    eager.on('event.error', (e: { code?: number }) => errors.push(e));
+    await new Promise((resolve) => eager.connect({}, resolve));
+    eager.subscribe([topic]);
+    await waitFor(() => errors.length > 0, { what: 'the refusal' });
+    assert.equal(errors[0]?.code, 23);
+    assert.deepEqual(eager.assignments(), []);
+    assert.equal(owned.size, 2, 'the group kept its member');
+    eager.disconnect();
+    await consumer.close();
+    await mock.close();
+  });
+
+  it('a seek past the end resets by auto.offset.reset; a handler writing into a value changes no record', async () => {
+    const mock = new MockKafka();
+    const { name: topic } = await mock.createTopic({ partitions: 1 });
+    await mock.produce(topic, ['m0', 'm1', 'm2']);
+    const options = mock.consumerOptions({ topics: [topic] });
+    const consumer = new ReactiveConsumer({ ...options, logger: silent });
+    const seen: string[] = [];
+    let sought = false;
+    consumer
+      .process((m: KafkaMessage) => {
+        seen.push(m.value!.toString());
+        m.value!.fill(42); // the handler's own copy
+        if (!sought && seen.length === 3) {
+          sought = true;
+          void consumer.seek({ topic, partition: 0 }, { offset: 100 });
+        }
+      })
+      .subscribe();
+    await waitFor(() => seen.length >= 6, { what: 'read again from the start after the reset' });
+    await consumer.close();
+    assert.deepEqual(seen.slice(0, 6), ['m0', 'm1', 'm2', 'm0', 'm1', 'm2']);
+    assert.deepEqual(
+      (await mock.readRecords(topic)).map((r) => r.value!.toString()),
+      ['m0', 'm1', 'm2'],
+    );
+    await mock.close();
+  });
+
+  it('refuses bad input: a transaction mode it does not know, a partition count out of range', async () => {
+    const mock = new MockKafka();
+    const { name: topic } = await mock.createTopic({ partitions: 1 });
+    await assert.rejects(
+      mock.produce(topic, ['x'], { transaction: 'comitted' as never }),
+      /Expected `transaction` to be 'commit', 'abort' or 'open', got comitted/,
+    );
+    await assert.rejects(mock.createTopic({ partitions: 0 }), RangeError);
+    assert.throws(() => new MockKafka({ groupProtocol: 'eager' as never }), RangeError);
+    assert.deepEqual(await mock.readRecords(topic, { isolation: 'read_uncommitted' }), []);
     await mock.close();
   });
 });

@@ -74,23 +74,37 @@ export class FlowControl {
     return Math.min(maxBufferedBytes, share);
   }
 
-  /** A message was handed to the stream: pause the partition if its buffer is full. */
+  /**
+   * A message was handed to the stream: pause the partition if its buffer is full. With shared
+   * batch buffers, only while its messages' own bytes are above the resume mark too: an ack can
+   * then bring them under it and resume (see afterAck); a few messages held back whose batches
+   * fill the buffer would otherwise keep it paused, waiting for acks only more messages bring.
+   */
   afterPush(control: PartitionControl): void {
+    if (control.paused) return;
+    const limit = this.bytesLimit();
     if (
-      !control.paused &&
-      (control.ledger.window >= this.settings.maxBufferedMessages ||
-        control.bufferedBytes >= this.bytesLimit())
+      control.ledger.window >= this.settings.maxBufferedMessages ||
+      (control.bufferedBytes >= limit && control.ownBufferedBytes > this.resumeAtBytes(limit))
     ) {
       this.setBackpressure(control, true);
     }
   }
 
-  /** A message finished: resume the partition once its buffer drained below the threshold. */
+  private resumeAtBytes(limit: number): number {
+    return Math.floor(limit * this.settings.resumeThreshold);
+  }
+
+  /**
+   * A message finished: resume the partition once its buffer drained below the threshold (its
+   * messages' own bytes: with shared batch buffers, a few messages held back must not keep it
+   * paused for their whole batch; see HeldBytes).
+   */
   afterAck(control: PartitionControl): void {
     if (
       control.paused &&
       control.ledger.window <= this.resumeAtMessages &&
-      control.bufferedBytes <= Math.floor(this.bytesLimit() * this.settings.resumeThreshold)
+      control.ownBufferedBytes <= this.resumeAtBytes(this.bytesLimit())
     ) {
       this.setBackpressure(control, false);
     }

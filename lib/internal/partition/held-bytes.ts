@@ -14,55 +14,75 @@ export function heldBytes(message: KafkaMessage): number {
 }
 
 /**
- * The bytes a partition's delivered, unfinished messages hold. With `sharedBatchBuffers` their
- * values and keys are views of batch buffers: each buffer counts once, whole, while any of its
- * messages is held (a view keeps all of it alive), plus {@link MESSAGE_OVERHEAD_BYTES} per message.
- * Otherwise each message counts {@link heldBytes}. `add` and `remove` come in pairs per message.
+ * The bytes a partition's delivered, unfinished messages hold, two ways:
+ * - `own`: {@link heldBytes} per message (the messages' own bytes);
+ * - `total`: the same, except with `sharedBatchBuffers`, where values and keys are views of batch
+ *   buffers: each buffer counts once, whole, while any of its messages is held (a view keeps all
+ *   of it alive), plus {@link MESSAGE_OVERHEAD_BYTES} per message.
+ *
+ * A partition pauses on `total` (what memory holds) and resumes on `own`: a few messages held
+ * back (a `bufferCount` waiting for more) keep their whole batch counted, and resuming on `total`
+ * could then wait for acks that only more messages bring. `add` and `remove` come in pairs per
+ * offset; what `remove` releases is what `add` recorded for that offset, whatever the message
+ * given back (an `acknowledge()` of a copy).
  */
 export class HeldBytes {
-  private total_ = 0;
-  /** Batch buffers held, with how many of their messages (shared mode only). */
+  private own_ = 0;
+  private shared_ = 0;
+  /** Shared mode: each held offset's batch buffer and own bytes, and each buffer's holders. */
+  private readonly byOffset:
+    Map<number, { batch: ArrayBufferLike | undefined; own: number }> | undefined;
   private readonly batches: Map<ArrayBufferLike, number> | undefined;
 
   constructor(sharedBatchBuffers: boolean) {
-    this.batches = sharedBatchBuffers ? new Map() : undefined;
+    if (sharedBatchBuffers) {
+      this.byOffset = new Map();
+      this.batches = new Map();
+    }
   }
 
+  /** Bytes memory holds for the unfinished messages (see the class). */
   get total(): number {
-    return this.total_;
+    return this.byOffset === undefined ? this.own_ : this.shared_;
+  }
+
+  /** The unfinished messages' own bytes. */
+  get own(): number {
+    return this.own_;
   }
 
   add(message: KafkaMessage): void {
-    const batch = this.batches && batchOf(message);
-    if (batch === undefined) {
-      this.total_ += heldBytes(message);
-      return;
-    }
-    const held = (this.batches as Map<ArrayBufferLike, number>).get(batch) ?? 0;
-    if (held === 0) this.total_ += batch.byteLength;
-    (this.batches as Map<ArrayBufferLike, number>).set(batch, held + 1);
-    this.total_ += MESSAGE_OVERHEAD_BYTES;
+    const own = heldBytes(message);
+    this.own_ += own;
+    if (this.byOffset === undefined) return;
+    const batch = (message.value ?? message.key)?.buffer;
+    this.byOffset.set(message.offset, { batch, own });
+    this.shared_ += MESSAGE_OVERHEAD_BYTES;
+    if (batch === undefined) return;
+    const batches = this.batches as Map<ArrayBufferLike, number>;
+    const held = batches.get(batch) ?? 0;
+    if (held === 0) this.shared_ += batch.byteLength;
+    batches.set(batch, held + 1);
   }
 
   remove(message: KafkaMessage): void {
-    const batch = this.batches && batchOf(message);
-    if (batch === undefined) {
-      this.total_ -= heldBytes(message);
+    if (this.byOffset === undefined) {
+      this.own_ -= heldBytes(message);
       return;
     }
+    const entry = this.byOffset.get(message.offset);
+    if (entry === undefined) return;
+    this.byOffset.delete(message.offset);
+    this.own_ -= entry.own;
+    this.shared_ -= MESSAGE_OVERHEAD_BYTES;
+    if (entry.batch === undefined) return;
     const batches = this.batches as Map<ArrayBufferLike, number>;
-    const held = batches.get(batch) ?? 0;
+    const held = batches.get(entry.batch) ?? 0;
     if (held <= 1) {
-      batches.delete(batch);
-      if (held === 1) this.total_ -= batch.byteLength;
+      batches.delete(entry.batch);
+      this.shared_ -= entry.batch.byteLength;
     } else {
-      batches.set(batch, held - 1);
+      batches.set(entry.batch, held - 1);
     }
-    this.total_ -= MESSAGE_OVERHEAD_BYTES;
   }
-}
-
-/** The batch buffer a message's value (or, without one, its key) is a view of. */
-function batchOf(message: KafkaMessage): ArrayBufferLike | undefined {
-  return (message.value ?? message.key)?.buffer;
 }

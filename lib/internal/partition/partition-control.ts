@@ -85,9 +85,14 @@ export class PartitionControl implements PartitionStream {
     });
   }
 
-  /** Bytes of delivered, unfinished messages (see {@link HeldBytes}). */
+  /** Bytes of delivered, unfinished messages (see {@link HeldBytes}): what pauses it. */
   get bufferedBytes(): number {
     return this.held.total;
+  }
+
+  /** Those messages' own bytes (see {@link HeldBytes}): what resumes it. */
+  get ownBufferedBytes(): number {
+    return this.held.own;
   }
 
   /** Handlers running now, when the pipeline reports them (`process()` does). */

@@ -1,6 +1,6 @@
 /** What the mock clients share: librdkafka-shaped errors, partition keys, the group protocol. */
 import * as Kafka from 'node-rdkafka';
-import type { MockBroker } from './broker';
+import type { Isolation, LogEntry, MockBroker } from './broker';
 import type { GroupProtocolKind } from './group';
 
 const E = Kafka.CODES.ERRORS;
@@ -67,4 +67,98 @@ export function metadataOf(broker: MockBroker, topic: string | undefined): Kafka
         })),
       })),
   };
+}
+
+/** A log entry as consume() gives it: copies, so a handler writing into them changes no record. */
+export function messageOf(topic: string, partition: number, e: LogEntry): Kafka.Message {
+  return {
+    topic,
+    partition,
+    offset: e.offset,
+    key: e.key === null ? undefined : Buffer.from(e.key),
+    value: e.value === null ? null : Buffer.from(e.value),
+    size: e.value?.length ?? 0,
+    timestamp: e.timestamp,
+    headers:
+      e.headers.length > 0
+        ? e.headers.map((h) =>
+            Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Buffer.from(v)])),
+          )
+        : undefined,
+  } as Kafka.Message;
+}
+
+/** offsetsForTimes(): per partition, the first offset whose record is at or after the time. */
+export function offsetsForTimesOf(
+  broker: MockBroker,
+  tps: readonly Kafka.TopicPartitionOffset[],
+): Kafka.TopicPartitionOffset[] {
+  return tps.map((tp) => {
+    const hit = broker
+      .log(tp.topic, tp.partition)
+      ?.find((e) => !e.control && e.timestamp >= tp.offset);
+    return { topic: tp.topic, partition: tp.partition, offset: hit ? hit.offset : -1 };
+  });
+}
+
+/**
+ * A consume() call's wait: `answer(false)` is tried at once and at each change of the broker,
+ * `answer(true)` at the timeout; it returns true once it answered (then nothing more is tried).
+ */
+export function waitForAnswer(
+  broker: MockBroker,
+  timeoutMs: number,
+  answer: (force: boolean) => boolean,
+): void {
+  let settled = false;
+  let stop: () => void = () => undefined;
+  const attempt = (force: boolean): void => {
+    if (settled || !answer(force)) return;
+    settled = true;
+    stop();
+    clearTimeout(timer);
+  };
+  const timer = setTimeout(() => attempt(true), Math.max(0, timeoutMs));
+  setImmediate(() => {
+    attempt(false);
+    if (!settled) stop = broker.onChange(() => setImmediate(() => attempt(false)));
+  });
+}
+
+/**
+ * Where a consumer starts reading a partition: the offset given (-2 the first, -1 the end), else
+ * the committed one, else `auto.offset.reset` (for `error`, past the end: the first fetch reports
+ * it). A position past the end of the log is reset by the next fetch.
+ */
+export function startOffset(
+  broker: MockBroker,
+  reset: string,
+  isolation: Isolation,
+  at: {
+    topic: string;
+    partition: number;
+    given: number | undefined;
+    committed: number | undefined;
+  },
+): number {
+  const { topic, partition, given, committed } = at;
+  if (given === -2) return 0;
+  if (given === -1) return broker.end(topic, partition, isolation);
+  if (typeof given === 'number' && given >= 0) return given;
+  if (committed !== undefined) return committed;
+  const offset = resetOffset(broker, reset, isolation, topic, partition);
+  return offset < 0 ? Number.MAX_SAFE_INTEGER : offset;
+}
+
+/** `auto.offset.reset`'s offset: the first, the end, or -1 for `error`. */
+export function resetOffset(
+  broker: MockBroker,
+  reset: string,
+  isolation: Isolation,
+  topic: string,
+  partition: number,
+): number {
+  if (/^(earliest|smallest|beginning)$/.test(reset)) return 0;
+  if (reset === 'error') return -1;
+  return broker.end(topic, partition, isolation);
 }

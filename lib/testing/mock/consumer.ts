@@ -1,11 +1,9 @@
 /**
  * {@link MockKafka}'s `KafkaConsumer`: node-rdkafka's consumer API over the in-memory broker, with
  * the binding's habits the library relies on: callbacks answer asynchronously; a commit's result
- * (`offset.commit`) is delivered by the next consume() call; rebalance callbacks go to
- * `rebalance_cb` and wait for the assign/unassign call that answers them, and while one waits
- * consume() returns nothing (librdkafka pauses the assignment); without `rebalance_cb` the
- * consumer answers them itself, as librdkafka does; `disconnect()` of a consumer that still holds
- * partitions fires a last revoke first.
+ * (`offset.commit`) comes with the next consume(); rebalance callbacks go to `rebalance_cb` and
+ * wait for the (un)assign call that answers them, consume() returning nothing meanwhile (without
+ * `rebalance_cb` it answers them itself); `disconnect()` while holding partitions revokes first.
  */
 import type { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
@@ -13,7 +11,18 @@ import type { Assignment, Message, TopicPartitionOffset } from 'node-rdkafka';
 import type { Isolation, MockBroker } from './broker';
 import { MockBroker as Broker, partitionKey } from './broker';
 import type { GroupPort, GroupProtocolKind, MockGroup } from './group';
-import { describe, kafkaError, keyOf, metadataOf, protocolOf } from './client-parts';
+import {
+  describe,
+  kafkaError,
+  keyOf,
+  messageOf,
+  metadataOf,
+  offsetsForTimesOf,
+  protocolOf,
+  resetOffset,
+  startOffset,
+  waitForAnswer,
+} from './client-parts';
 import type { Tp } from './client-parts';
 
 const E = Kafka.CODES.ERRORS;
@@ -40,11 +49,15 @@ export function mockConsumerClass(
     private readonly appPos = new Map<string, number>();
     private readonly paused = new Set<string>();
     private answers: { err: Error | undefined; offsets: TopicPartitionOffset[] }[] = [];
+    /** Partitions whose offset could not be reset (`auto.offset.reset: error`), to report. */
+    private resetFailures: string[] = [];
     private consumeTimeout = 1000;
     private rr = 0;
 
     constructor(config: Record<string, unknown>, topicConfig: Record<string, unknown> = {}) {
       super();
+      // librdkafka checks the settings as it would for a real consumer (never connected).
+      new Kafka.KafkaConsumer(config as Kafka.ConsumerGlobalConfig, topicConfig);
       const id = config['group.id'];
       if (typeof id !== 'string' || id === '') {
         throw kafkaError(E.ERR__INVALID_ARG, 'MockKafka: a KafkaConsumer needs a group.id');
@@ -102,6 +115,10 @@ export function mockConsumerClass(
 
     rebalanceProtocol(): string {
       return this.protocol === 'eager' ? 'EAGER' : 'COOPERATIVE';
+    }
+
+    refused(code: number, message: string): void {
+      setImmediate(() => this.emit('event.error', kafkaError(code, message)));
     }
 
     /** A coordinator's callback: to `rebalance_cb`, or answered at once without one. */
@@ -239,22 +256,20 @@ export function mockConsumerClass(
         setImmediate(() => cb(kafkaError(E.ERR__STATE, 'KafkaConsumer is not connected'), []));
         return;
       }
-      let settled = false;
-      let stop: () => void = () => undefined;
-      const answer = (force: boolean): void => {
-        if (settled) return;
+      // Answers at once when there is something to give, else at the first change that brings
+      // some, else empty at the timeout.
+      waitForAnswer(broker, this.consumeTimeout, (force) => {
         const messages = this.fetch(n);
-        if (!force && messages.length === 0 && this.answers.length === 0) return;
-        settled = true;
-        stop();
-        clearTimeout(timer);
+        const failed = messages.length === 0 ? this.resetFailures.shift() : undefined;
+        if (!force && !failed && messages.length === 0 && this.answers.length === 0) return false;
         this.deliverAnswers();
-        cb(null, messages);
-      };
-      const timer = setTimeout(() => answer(true), Math.max(0, this.consumeTimeout));
-      setImmediate(() => {
-        answer(false);
-        if (!settled) stop = broker.onChange(() => setImmediate(() => answer(false)));
+        if (failed !== undefined) {
+          const msg = `${failed}: Local: No offset to automatically reset to (auto.offset.reset: error)`;
+          cb(kafkaError(E.ERR__AUTO_OFFSET_RESET, msg), []);
+        } else {
+          cb(null, messages);
+        }
+        return true;
       });
     }
 
@@ -281,12 +296,7 @@ export function mockConsumerClass(
       _timeout: number,
       cb: (err: Error | null, offsets: TopicPartitionOffset[]) => void,
     ): void {
-      const out = tps.map((tp) => {
-        const hit = broker
-          .log(tp.topic, tp.partition)
-          ?.find((e) => !e.control && e.timestamp >= tp.offset);
-        return { topic: tp.topic, partition: tp.partition, offset: hit ? hit.offset : -1 };
-      });
+      const out = offsetsForTimesOf(broker, tps);
       setImmediate(() => cb(null, out));
     }
 
@@ -304,21 +314,21 @@ export function mockConsumerClass(
         const { topic, partition } = keyOf(k);
         const log = broker.log(topic, partition) ?? [];
         const end = broker.end(topic, partition, this.isolation);
-        const start = this.fetchPos.get(k) ?? 0;
+        let start = this.fetchPos.get(k) ?? 0;
+        if (start > log.length) {
+          // Out of range (a seek past the end): librdkafka resets by auto.offset.reset.
+          start = this.resetOf(topic, partition);
+          if (start < 0) {
+            this.resetFailures.push(k);
+            this.paused.add(k); // it fetches nothing more until assigned or seeked again
+            continue;
+          }
+        }
         let pos = start;
         while (pos < end && out.length < n) {
           const e = log[pos++]!;
           if (!Broker.delivers(e, this.isolation)) continue;
-          out.push({
-            topic,
-            partition,
-            offset: e.offset,
-            key: e.key ?? undefined,
-            value: e.value,
-            size: e.value?.length ?? 0,
-            timestamp: e.timestamp,
-            headers: e.headers.length > 0 ? e.headers : undefined,
-          } as Message);
+          out.push(messageOf(topic, partition, e));
         }
         // The position moves past what was read, aborted records and markers included.
         if (pos > start) this.appPos.set(k, pos);
@@ -347,16 +357,18 @@ export function mockConsumerClass(
       }
     }
 
-    /** Where reading starts: the offset given, else the committed one, else `auto.offset.reset`. */
     private startOf(topic: string, partition: number, given: number | undefined): number {
-      if (given === -2) return 0;
-      if (given === -1) return broker.end(topic, partition, this.isolation);
-      if (typeof given === 'number' && given >= 0) return given;
       const committed = this.group.committed.get(partitionKey(topic, partition));
-      if (committed !== undefined) return committed;
-      return /^(earliest|smallest|beginning)$/.test(this.reset)
-        ? 0
-        : broker.end(topic, partition, this.isolation);
+      return startOffset(broker, this.reset, this.isolation, {
+        topic,
+        partition,
+        given,
+        committed,
+      });
+    }
+
+    private resetOf(topic: string, partition: number): number {
+      return resetOffset(broker, this.reset, this.isolation, topic, partition);
     }
 
     private setAssignment(next: Tp[]): void {

@@ -29,6 +29,8 @@ export interface GroupPort {
     { readonly kind: 'assign' | 'revoke'; readonly keys: readonly string[] } | undefined;
   /** Fires a rebalance callback (the port records it as `awaiting`). */
   rebalance(kind: 'assign' | 'revoke', keys: string[]): void;
+  /** The coordinator refused its join (an `event.error` of the client). */
+  refused(code: number, message: string): void;
 }
 
 /** A planned failure of the group's next commits (see `MockKafka.failCommits`). */
@@ -42,6 +44,7 @@ export interface CommitFailurePlan {
 export const UNKNOWN_MEMBER_ID = 25;
 export const ILLEGAL_GENERATION = 22;
 export const STALE_MEMBER_EPOCH = 113;
+export const INCONSISTENT_GROUP_PROTOCOL = 23;
 
 const topicOf = (key: string): string => key.slice(0, key.lastIndexOf('['));
 
@@ -62,6 +65,15 @@ export class MockGroup {
   ) {}
 
   join(member: GroupPort): void {
+    const first = this.members[0];
+    if (first !== undefined && first !== member && first.protocol !== member.protocol) {
+      // Members of one group must share a protocol: eager, cooperative-sticky or KIP-848.
+      member.refused(
+        INCONSISTENT_GROUP_PROTOCOL,
+        `Broker: Inconsistent group protocol (group ${this.id} runs ${first.protocol}, this member ${member.protocol})`,
+      );
+      return;
+    }
     if (!this.members.includes(member)) this.members.push(member);
     this.eagerRound = true;
     this.reconcile();

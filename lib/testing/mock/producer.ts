@@ -23,6 +23,8 @@ interface OpenTxn {
   readonly txn: MockTxn;
   readonly partitions: Set<string>;
   readonly offsets: { group: MockGroup; offsets: TopicPartitionOffset[] }[];
+  /** A record of it the broker refused: the commit fails (abortable), as librdkafka's does. */
+  refused?: Error;
 }
 
 /** Which producer holds each transactional.id now (the latest initTransactions). */
@@ -48,8 +50,10 @@ export function mockProducerClass(
     private open: OpenTxn | undefined;
     private rr = 0;
 
-    constructor(config: Record<string, unknown>, _topicConfig?: Record<string, unknown>) {
+    constructor(config: Record<string, unknown>, topicConfig?: Record<string, unknown>) {
       super();
+      // librdkafka checks the settings as it would for a real producer (never connected).
+      new Kafka.Producer(config as Kafka.ProducerGlobalConfig, topicConfig ?? {});
       const id = config['transactional.id'];
       this.transactionalId = typeof id === 'string' && id !== '' ? id : undefined;
     }
@@ -119,6 +123,7 @@ export function mockProducerClass(
       if (p < 0 || p >= n) {
         const err = kafkaError(UNKNOWN_TOPIC_OR_PART, 'Broker: Unknown topic or partition');
         this.reports.push({ err, report: { ...base, offset: -1 } });
+        if (this.open !== undefined) this.open.refused ??= err;
         return true;
       }
       const offset = broker.append(topic, p, {
@@ -190,6 +195,12 @@ export function mockProducerClass(
         this.fencedCheck();
         const txn = this.needOpen();
         this.poll();
+        if (txn.refused !== undefined) {
+          const e = txn.refused as Error & { code: number };
+          throw kafkaError(e.code, `a record of the transaction failed: ${e.message}`, {
+            isTxnRequiresAbort: true,
+          });
+        }
         this.open = undefined;
         broker.endTxn(txn.txn, 'committed', txn.partitions);
         for (const o of txn.offsets) o.group.apply(o.offsets);
