@@ -414,8 +414,10 @@ describe('failure policies', () => {
               throw new Invalid('bad batch');
             },
             {
+              // One batch of the 3, closed by its size: a short wait could close it early under
+              // load (the first consume after an assignment may bring fewer than 3).
               maxSize: 3,
-              maxWaitMs: 5,
+              maxWaitMs: 10_000,
               onFailure: 'skip',
               retry: {
                 ...fastRetry,

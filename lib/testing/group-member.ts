@@ -1,4 +1,6 @@
+import { randomBytes } from 'node:crypto';
 import * as Kafka from 'node-rdkafka';
+import type { ReactiveConsumerOptions } from '../config';
 import type { TopicPartition } from '../types';
 import { connect, disconnect } from './kafka-calls';
 import { waitFor } from './wait';
@@ -6,6 +8,34 @@ import type { WaitOptions } from './wait';
 
 /** The group protocol of the kit's consumers: KIP-848 (`consumer`) or the classic one. */
 export type TestGroupProtocol = 'consumer' | 'classic';
+
+/**
+ * The kit's `consumerOptions()`: `bootstrap.servers`, the group (random unless given), the
+ * protocol with the assignor `joinGroup()`'s members use (the members of one group must share a
+ * protocol), `auto.offset.reset: earliest`. @internal
+ */
+export function kitConsumerOptions(
+  bootstrapServers: string,
+  protocol: TestGroupProtocol,
+  options: { topics: readonly string[]; groupId?: string },
+): ReactiveConsumerOptions & { config: { 'group.id': string } } {
+  const config: ReactiveConsumerOptions['config'] & { 'group.id': string } = {
+    'bootstrap.servers': bootstrapServers,
+    'group.id': options.groupId ?? newGroupId(),
+  };
+  if (protocol === 'consumer') config['group.protocol'] = 'consumer';
+  else config['partition.assignment.strategy'] = 'cooperative-sticky';
+  return {
+    config,
+    topicConfig: { 'auto.offset.reset': 'earliest' },
+    topics: [...options.topics],
+  };
+}
+
+/** A fresh random consumer group id. */
+export function newGroupId(prefix = 'test-group'): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
 
 export interface JoinGroupOptions {
   /**

@@ -1,19 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
 import type { KafkaBinding } from '../binding';
 import type { ReactiveConsumerOptions } from '../config';
 import { toHeaders } from '../internal/binding/message-conversion';
 import { MockBroker, partitionKey } from './mock/broker';
 import type { Isolation, MockTxn } from './mock/broker';
+import { MockClient } from './mock/client-parts';
 import { mockConsumerClass } from './mock/consumer';
 import { keyHash, mockProducerClass } from './mock/producer';
 import { GroupMember } from './group-member';
 import type { JoinGroupOptions, TestGroupProtocol } from './group-member';
+import { kitConsumerOptions } from './group-member';
 import type { ReadRecord, ReadRecordsOptions } from './read-records';
 import { produceArgs } from './records';
 import type { OffsetsByPartition, ProducedRecord, TestRecord, TestTopic } from './test-cluster';
-import { newGroupId } from './test-cluster';
 
 export interface MockKafkaOptions {
   /** Partitions of `createTopic()` when it is not told. @default 4 */
@@ -86,10 +86,10 @@ export class MockKafka implements AsyncDisposable {
     }
     this.groupProtocol = protocol;
     // One base class for this cluster's clients: its consumer and producer are of one module.
-    class MockClient extends EventEmitter {}
-    const Producer = mockProducerClass(this.broker, new Map(), MockClient);
+    class Client extends MockClient {}
+    const Producer = mockProducerClass(this.broker, new Map(), Client);
     this.binding = Object.freeze({
-      KafkaConsumer: mockConsumerClass(this.broker, MockClient),
+      KafkaConsumer: mockConsumerClass(this.broker, Client),
       Producer,
       AdminClient: {
         create(): never {
@@ -177,18 +177,8 @@ export class MockKafka implements AsyncDisposable {
     topics: readonly string[];
     groupId?: string;
   }): ReactiveConsumerOptions & { config: { 'group.id': string }; binding: KafkaBinding } {
-    const groupId = options.groupId ?? newGroupId();
-    const config: ReactiveConsumerOptions['config'] & { 'group.id': string } = {
-      'bootstrap.servers': 'mock:9092',
-      'group.id': groupId,
-    };
-    if (this.groupProtocol === 'consumer') config['group.protocol'] = 'consumer';
-    // The assignor joinGroup()'s members use: the members of one group must share a protocol.
-    else config['partition.assignment.strategy'] = 'cooperative-sticky';
     return {
-      config,
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      topics: [...options.topics],
+      ...kitConsumerOptions('mock:9092', this.groupProtocol, options),
       binding: this.binding,
     };
   }

@@ -6,6 +6,8 @@ import { GroupMember } from './group-member';
 import { readRecords } from './read-records';
 import type { ReadRecord, ReadRecordsOptions } from './read-records';
 import type { JoinGroupOptions, TestGroupProtocol } from './group-member';
+import { kitConsumerOptions } from './group-member';
+export { newGroupId } from './group-member';
 import {
   committed,
   connect,
@@ -218,19 +220,7 @@ export class TestCluster implements AsyncDisposable {
     topics: readonly string[];
     groupId?: string;
   }): ReactiveConsumerOptions & { config: { 'group.id': string } } {
-    const groupId = options.groupId ?? newGroupId();
-    const config: ReactiveConsumerOptions['config'] & { 'group.id': string } = {
-      'bootstrap.servers': this.bootstrapServers,
-      'group.id': groupId,
-    };
-    if (this.groupProtocol === 'consumer') config['group.protocol'] = 'consumer';
-    // The assignor joinGroup()'s members use: the members of one group must share a protocol.
-    else config['partition.assignment.strategy'] = 'cooperative-sticky';
-    return {
-      config,
-      topicConfig: { 'auto.offset.reset': 'earliest' },
-      topics: [...options.topics],
-    };
+    return kitConsumerOptions(this.bootstrapServers, this.groupProtocol, options);
   }
 
   /**
@@ -367,9 +357,4 @@ export class TestCluster implements AsyncDisposable {
  */
 export function startTestCluster(options?: TestClusterOptions): Promise<TestCluster> {
   return TestCluster.start(options);
-}
-
-/** A fresh random consumer group id. */
-export function newGroupId(prefix = 'test-group'): string {
-  return `${prefix}-${randomBytes(4).toString('hex')}`;
 }

@@ -1,4 +1,5 @@
 /** What the mock clients share: librdkafka-shaped errors, partition keys, the group protocol. */
+import { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
 import type { Isolation, LogEntry, MockBroker } from './broker';
 import type { GroupProtocolKind } from './group';
@@ -161,4 +162,26 @@ export function resetOffset(
   if (/^(earliest|smallest|beginning)$/.test(reset)) return 0;
   if (reset === 'error') return -1;
   return broker.end(topic, partition, isolation);
+}
+
+/** What the mock clients share: connecting (answered asynchronously, as a binding does). */
+export class MockClient extends EventEmitter {
+  protected connected = false;
+
+  connect(_opts: unknown, cb?: (err: Error | null, data?: unknown) => void): this {
+    setImmediate(() => {
+      this.connected = true;
+      this.onConnected();
+      this.emit('ready', { name: 'mock' }, {});
+      cb?.(null, { name: 'mock' });
+    });
+    return this;
+  }
+
+  isConnected(): boolean {
+    return this.connected;
+  }
+
+  /** Called once connected, before `ready` and the callback. */
+  protected onConnected(): void {}
 }

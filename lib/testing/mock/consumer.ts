@@ -5,7 +5,6 @@
  * wait for the (un)assign call that answers them, consume() returning nothing meanwhile (without
  * `rebalance_cb` it answers them itself); `disconnect()` while holding partitions revokes first.
  */
-import type { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
 import type { Assignment, Message, TopicPartitionOffset } from 'node-rdkafka';
 import type { Isolation, MockBroker } from './broker';
@@ -23,6 +22,7 @@ import {
   startOffset,
   waitForAnswer,
 } from './client-parts';
+import type { MockClient } from './client-parts';
 import type { Tp } from './client-parts';
 
 const E = Kafka.CODES.ERRORS;
@@ -33,7 +33,7 @@ const E = Kafka.CODES.ERRORS;
  */
 export function mockConsumerClass(
   broker: MockBroker,
-  Base: new () => EventEmitter,
+  Base: typeof MockClient,
 ): typeof Kafka.KafkaConsumer {
   class MockKafkaConsumer extends Base implements GroupPort {
     readonly owned = new Set<string>();
@@ -41,7 +41,6 @@ export function mockConsumerClass(
     subscription: string[] = [];
     readonly protocol: GroupProtocolKind;
     readonly group: MockGroup;
-    private connected = false;
     private readonly isolation: Isolation;
     private readonly reset: string;
     private readonly rebalanceCb: ((err: Error, a: Assignment[]) => void) | undefined;
@@ -73,18 +72,8 @@ export function mockConsumerClass(
         typeof config.rebalance_cb === 'function' ? (config.rebalance_cb as never) : undefined;
     }
 
-    connect(_opts: unknown, cb?: (err: Error | null, data?: unknown) => void): this {
-      setImmediate(() => {
-        this.connected = true;
-        if (this.subscription.length > 0) this.group.join(this);
-        this.emit('ready', { name: 'mock' }, {});
-        cb?.(null, { name: 'mock' });
-      });
-      return this;
-    }
-
-    isConnected(): boolean {
-      return this.connected;
+    protected override onConnected(): void {
+      if (this.subscription.length > 0) this.group.join(this);
     }
 
     disconnect(cb?: (err: Error | null, data?: unknown) => void): this {

@@ -8,13 +8,13 @@
  * sendOffsetsToTransaction gave it (refused, abortable, when the consumer no longer holds the
  * partitions); abortTransaction hides them for good.
  */
-import type { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
 import type { MessageHeader, TopicPartitionOffset } from 'node-rdkafka';
 import type { MockBroker, MockTxn } from './broker';
 import { partitionKey } from './broker';
 import type { GroupPort, MockGroup } from './group';
 import { kafkaError } from './client-parts';
+import type { MockClient } from './client-parts';
 
 const E = Kafka.CODES.ERRORS;
 const UNKNOWN_TOPIC_OR_PART = 3;
@@ -40,10 +40,9 @@ export function keyHash(key: Buffer): number {
 export function mockProducerClass(
   broker: MockBroker,
   owners: Owners,
-  Base: new () => EventEmitter,
+  Base: typeof MockClient,
 ): typeof Kafka.Producer {
   class MockProducer extends Base {
-    private connected = false;
     private polling: NodeJS.Timeout | undefined;
     private reports: { err: Error | null; report: Record<string, unknown> }[] = [];
     private readonly transactionalId: string | undefined;
@@ -56,19 +55,6 @@ export function mockProducerClass(
       new Kafka.Producer(config as Kafka.ProducerGlobalConfig, topicConfig ?? {});
       const id = config['transactional.id'];
       this.transactionalId = typeof id === 'string' && id !== '' ? id : undefined;
-    }
-
-    connect(_opts: unknown, cb?: (err: Error | null, data?: unknown) => void): this {
-      setImmediate(() => {
-        this.connected = true;
-        this.emit('ready', { name: 'mock' }, {});
-        cb?.(null, { name: 'mock' });
-      });
-      return this;
-    }
-
-    isConnected(): boolean {
-      return this.connected;
     }
 
     disconnect(cb?: (err: Error | null, data?: unknown) => void): this {
