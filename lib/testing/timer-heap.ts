@@ -12,6 +12,8 @@ export interface Timer {
   readonly delay: number;
   readonly interval: number | undefined;
   cancelled: boolean;
+  /** Shared by a timer's re-armed copies: cleared, a refresh no longer re-arms it. */
+  readonly state: { cleared: boolean };
 }
 
 export class TimerHeap {

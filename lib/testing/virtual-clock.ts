@@ -21,6 +21,8 @@ class VirtualTimeout {
   constructor(
     readonly id: number,
     private readonly clock: VirtualClock,
+    /** Its timer (immediates have none): a refresh after it fired re-arms it, as Node does. */
+    readonly timer?: Timer,
   ) {}
   ref(): this {
     return this;
@@ -32,10 +34,11 @@ class VirtualTimeout {
     return true;
   }
   refresh(): this {
-    this.clock.refresh(this.id);
+    if (this.timer) this.clock.refresh(this.timer);
     return this;
   }
   close(): this {
+    if (this.timer) this.timer.state.cleared = true;
     this.clock.cancel(this.id);
     return this;
   }
@@ -52,6 +55,7 @@ const real = {
   setImmediate: globalThis.setImmediate,
   clearImmediate: globalThis.clearImmediate,
   dateNow: Date.now,
+  performanceNow: performance.now,
 };
 
 /** Node's longest timer delay; a longer (or invalid) one is 1 ms, as Node makes it. */
@@ -90,6 +94,8 @@ export class VirtualClock {
   private readonly cancelledImmediates = new Set<number>();
   private installed = false;
   private driving = false;
+  /** Rounds of the drive loop that ran only immediates since a timer last fired. */
+  private immediateRounds = 0;
   private readonly autoAdvance: boolean;
   private readonly deterministic: boolean;
   /**
@@ -151,6 +157,13 @@ export class VirtualClock {
       if (h instanceof VirtualTimeout) this.cancelledImmediates.add(h.id);
     };
     Date.now = () => this.time;
+    // performance.now() moves with virtual time too (stall detection reads it), from where it was.
+    const origin = real.performanceNow.call(performance) - this.time;
+    Object.defineProperty(performance, 'now', {
+      value: () => origin + this.time,
+      configurable: true,
+      writable: true,
+    });
   }
 
   uninstall(): void {
@@ -165,6 +178,7 @@ export class VirtualClock {
     g.setImmediate = real.setImmediate;
     g.clearImmediate = real.clearImmediate;
     Date.now = real.dateNow;
+    delete (performance as { now?: unknown }).now; // the prototype's again
     this.heap.clear();
     this.timers.clear();
     this.immediates = [];
@@ -175,6 +189,7 @@ export class VirtualClock {
     return this.add(fn as Callback, ms, [], false).id;
   }
 
+  /** @internal A timer's clear (VirtualTimeout's). */
   cancel(id: number): void {
     const t = this.timers.get(id);
     if (t) {
@@ -183,12 +198,18 @@ export class VirtualClock {
     }
   }
 
-  refresh(id: number): void {
-    const t = this.timers.get(id);
-    if (!t) return;
-    t.cancelled = true;
-    const again: Timer = { ...t, cancelled: false, seq: this.seq++, at: this.time + t.delay };
-    this.timers.set(id, again);
+  /** @internal Re-arms a timer `delay` from now, whether or not it fired already (not once cleared). */
+  refresh(timer: Timer): void {
+    if (timer.state.cleared || !this.installed) return;
+    const current = this.timers.get(timer.id);
+    if (current) current.cancelled = true;
+    const again: Timer = {
+      ...timer,
+      cancelled: false,
+      seq: this.seq++,
+      at: this.time + timer.delay,
+    };
+    this.timers.set(timer.id, again);
     this.heap.push(again);
   }
 
@@ -277,9 +298,17 @@ export class VirtualClock {
     real.setImmediate(() => {
       this.driving = false;
       if (!this.installed) return;
-      if (this.immediates.length > 0) this.runImmediates();
-      else if (this.autoAdvance && this.fireNext()) {
-        // fired: look again
+      // Immediates first, as Node's check phase; but a loop of immediates that never ends (one
+      // waiting for Date.now() to pass a deadline) must not starve the timers for good.
+      const starving = this.immediateRounds >= 1000 && this.nextAt() !== undefined;
+      if (this.immediates.length > 0 && !starving) {
+        this.immediateRounds += 1;
+        this.runImmediates();
+      } else if (this.autoAdvance && this.fireNext()) {
+        this.immediateRounds = 0;
+      } else if (this.immediates.length > 0) {
+        this.immediateRounds = 0;
+        this.runImmediates();
       } else {
         return; // idle until something is scheduled
       }
@@ -340,16 +369,23 @@ export class VirtualClock {
       delay,
       interval: repeat ? delay : undefined,
       cancelled: false,
+      state: { cleared: false },
     };
     this.timers.set(id, t);
     this.heap.push(t);
     this.drive();
-    return new VirtualTimeout(id, this);
+    return new VirtualTimeout(id, this, t);
   }
 
   private clear(h: unknown): void {
-    if (h instanceof VirtualTimeout) this.cancel(h.id);
-    else if (typeof h === 'number') this.cancel(h);
+    if (h instanceof VirtualTimeout) {
+      if (h.timer) h.timer.state.cleared = true;
+      this.cancel(h.id);
+    } else if (typeof h === 'number') {
+      const t = this.timers.get(h);
+      if (t) t.state.cleared = true;
+      this.cancel(h);
+    }
   }
 }
 

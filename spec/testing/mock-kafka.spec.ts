@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
-import { ReactiveConsumer } from '../../lib';
+import { ConfigError, ReactiveConsumer } from '../../lib';
 import type { KafkaMessage } from '../../lib';
 import { MockKafka, VirtualClock, nextRebalance, waitFor } from '../../lib/testing';
 
@@ -468,6 +468,17 @@ describe('testing kit: MockKafka broker rules', () => {
       /Expected `transaction` to be 'commit', 'abort' or 'open', got comitted/,
     );
     await assert.rejects(mock.createTopic({ partitions: 0 }), RangeError);
+    const options = mock.consumerOptions({ topics: [topic] });
+    assert.throws(
+      () =>
+        new ReactiveConsumer({
+          ...options,
+          config: { ...options.config, 'group.instance.id': 'pod-a' },
+          logger: silent,
+        }),
+      (err: unknown) =>
+        err instanceof ConfigError && /does not model static membership/.test(err.message),
+    );
     assert.throws(() => new MockKafka({ groupProtocol: 'eager' as never }), RangeError);
     assert.deepEqual(await mock.readRecords(topic, { isolation: 'read_uncommitted' }), []);
     await mock.close();

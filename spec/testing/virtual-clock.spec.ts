@@ -98,4 +98,28 @@ describe('testing kit: VirtualClock', () => {
     await mock.close();
     assert.equal(Date.now(), 0, 'no timer was needed');
   });
+
+  it('re-arms a timeout refreshed after it fired, moves performance.now() with virtual time, and never lets immediates starve timers', async () => {
+    clock = new VirtualClock({ start: 0, autoAdvance: true });
+    clock.install();
+    const fired: number[] = [];
+    const t = setTimeout(() => fired.push(Date.now()), 50);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    t.refresh(); // fired at 50: again at 60 + 50
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual(fired, [50, 110]);
+    const cleared = setTimeout(() => fired.push(-1), 10);
+    clearTimeout(cleared);
+    cleared.refresh();
+    const perfBefore = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 10_000));
+    assert.equal(Math.round(performance.now() - perfBefore), 10_000);
+    // A loop of immediates waiting for time to pass: Node's timers run between them.
+    const deadline = Date.now() + 1000;
+    setTimeout(() => undefined, 1000);
+    while (Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(!fired.includes(-1), 'a cleared timeout stays cleared');
+    clock.uninstall();
+    assert.ok(performance.now() < perfBefore, 'performance.now() is real again');
+  });
 });

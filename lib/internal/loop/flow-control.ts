@@ -75,17 +75,16 @@ export class FlowControl {
   }
 
   /**
-   * A message was handed to the stream: pause the partition if its buffer is full. With shared
-   * batch buffers, only while its messages' own bytes are above the resume mark too: an ack can
-   * then bring them under it and resume (see afterAck); a few messages held back whose batches
-   * fill the buffer would otherwise keep it paused, waiting for acks only more messages bring.
+   * A message was handed to the stream: pause the partition if its buffer is full, counted in its
+   * messages' own bytes. With shared batch buffers the batches they pin are not counted here: a
+   * pause on them could wait forever for acks that only more messages bring (a `bufferCount`
+   * tail), so a pipeline that runs with copies runs the same with views (see HeldBytes).
    */
   afterPush(control: PartitionControl): void {
-    if (control.paused) return;
-    const limit = this.bytesLimit();
     if (
-      control.ledger.window >= this.settings.maxBufferedMessages ||
-      (control.bufferedBytes >= limit && control.ownBufferedBytes > this.resumeAtBytes(limit))
+      !control.paused &&
+      (control.ledger.window >= this.settings.maxBufferedMessages ||
+        control.ownBufferedBytes >= this.bytesLimit())
     ) {
       this.setBackpressure(control, true);
     }
@@ -96,9 +95,8 @@ export class FlowControl {
   }
 
   /**
-   * A message finished: resume the partition once its buffer drained below the threshold (its
-   * messages' own bytes: with shared batch buffers, a few messages held back must not keep it
-   * paused for their whole batch; see HeldBytes).
+   * A message finished: resume the partition once its buffer drained below the threshold (in its
+   * messages' own bytes, as afterPush counts).
    */
   afterAck(control: PartitionControl): void {
     if (

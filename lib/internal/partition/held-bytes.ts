@@ -20,11 +20,12 @@ export function heldBytes(message: KafkaMessage): number {
  *   buffers: each buffer counts once, whole, while any of its messages is held (a view keeps all
  *   of it alive), plus {@link MESSAGE_OVERHEAD_BYTES} per message.
  *
- * A partition pauses on `total` (what memory holds) and resumes on `own`: a few messages held
- * back (a `bufferCount` waiting for more) keep their whole batch counted, and resuming on `total`
- * could then wait for acks that only more messages bring. `add` and `remove` come in pairs per
- * offset; what `remove` releases is what `add` recorded for that offset, whatever the message
- * given back (an `acknowledge()` of a copy).
+ * Flow control pauses and resumes on `own`, in both modes: a pause on pinned batches could wait
+ * forever for acks that only more messages bring (a `bufferCount` tail), so a pipeline that runs
+ * with copies runs the same with views. `total` is what memory holds, as the metrics report it
+ * (`bufferedBytes`): with views it can exceed the limits by the batches the held messages pin.
+ * `add` and `remove` come in pairs per offset; what `remove` releases is what `add` recorded for
+ * that offset, whatever the message given back (an `acknowledge()` of a copy).
  */
 export class HeldBytes {
   private own_ = 0;

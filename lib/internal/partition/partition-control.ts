@@ -85,12 +85,12 @@ export class PartitionControl implements PartitionStream {
     });
   }
 
-  /** Bytes of delivered, unfinished messages (see {@link HeldBytes}): what pauses it. */
+  /** Bytes of delivered, unfinished messages (see {@link HeldBytes}): what memory holds. */
   get bufferedBytes(): number {
     return this.held.total;
   }
 
-  /** Those messages' own bytes (see {@link HeldBytes}): what resumes it. */
+  /** Those messages' own bytes (see {@link HeldBytes}): what pauses and resumes it. */
   get ownBufferedBytes(): number {
     return this.held.own;
   }

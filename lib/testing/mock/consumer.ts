@@ -57,6 +57,13 @@ export function mockConsumerClass(
       super();
       // librdkafka checks the settings as it would for a real consumer (never connected).
       new Kafka.KafkaConsumer(config as Kafka.ConsumerGlobalConfig, topicConfig);
+      if (config['group.instance.id'] !== undefined) {
+        // Refused rather than modelled wrong: a static member's partitions wait for it.
+        throw kafkaError(
+          E.ERR__INVALID_ARG,
+          'MockKafka does not model static membership (group.instance.id): leave it out on MockKafka, or test it with startTestCluster()',
+        );
+      }
       const id = config['group.id'];
       if (typeof id !== 'string' || id === '') {
         throw kafkaError(E.ERR__INVALID_ARG, 'MockKafka: a KafkaConsumer needs a group.id');
