@@ -190,11 +190,10 @@ export interface ReactiveConsumerOptions {
    * values, keys and header values are views of one buffer per partition and batch instead of
    * copies of their own, so no per-message copy at all. A value kept after its message finished
    * then keeps that partition's messages of the batch in memory (never another partition's), and
-   * `value.buffer` is the whole batch. The buffer limits still count the messages' own bytes (so a
-   * pipeline runs as with copies), while memory can exceed them by the batches held messages pin:
-   * up to one consume batch of its partition (`consumeBatchSize` messages) per message the library
-   * holds. `bufferedBytes` in the metrics counts each pinned batch once, whole. A binding without
-   * it is a `ConfigError`.
+   * `value.buffer` is the whole batch. The buffer limits (and `bufferedBytes` in the metrics) count
+   * the messages' own bytes, so a pipeline runs as with copies, while memory can exceed them by the
+   * batches held messages pin: up to one consume batch of its partition (`consumeBatchSize`
+   * messages) per message the library holds. A binding without it is a `ConfigError`.
    * @default false
    */
   sharedBatchBuffers?: boolean;

@@ -9,7 +9,7 @@ import * as Kafka from 'node-rdkafka';
 import { bufferCount, concatMap, mergeMap } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import type { KafkaMessage, PartitionStream } from '../lib';
-import { HeldBytes, MESSAGE_OVERHEAD_BYTES, heldBytes } from '../lib/internal/partition/held-bytes';
+import { MESSAGE_OVERHEAD_BYTES } from '../lib/internal/partition/held-bytes';
 import { T, gate, harness, tp, until } from './helpers/harness';
 
 /** What the fake's message at `offset` counts: a 10-byte value, key `k<offset>`, the overhead. */
@@ -185,54 +185,6 @@ describe('maxBufferedBytesTotal (the byte budget shared out among partitions)', 
     h.fake().rebalanceAssign(Array.from({ length: n }, (_, p) => tp(p)));
     await until(() => done === n * 200, 'every message processed', 10_000);
     await h.consumer.close();
-  });
-
-  it('with sharedBatchBuffers, counts each batch buffer once, whole, while any of its messages is held', () => {
-    const batchA = Buffer.alloc(10_000);
-    const batchB = Buffer.alloc(3_000);
-    const view = (batch: Buffer, at: number, key = false): KafkaMessage =>
-      ({
-        topic: T,
-        partition: 0,
-        offset: at,
-        value: key ? null : batch.subarray(at, at + 10),
-        key: key ? batch.subarray(at, at + 4) : null,
-        size: key ? 0 : 10,
-      }) as unknown as KafkaMessage;
-    const shared = new HeldBytes(true);
-    const [a0, a1, b0] = [view(batchA, 0), view(batchA, 100), view(batchB, 200, true)];
-    shared.add(a0);
-    shared.add(a1);
-    assert.equal(shared.total, 10_000 + 2 * MESSAGE_OVERHEAD_BYTES, 'batch A once, whole');
-    shared.add(b0);
-    assert.equal(
-      shared.total,
-      13_000 + 3 * MESSAGE_OVERHEAD_BYTES,
-      'a key-only message: its key’s batch',
-    );
-    shared.remove(a0);
-    assert.equal(shared.total, 13_000 + 2 * MESSAGE_OVERHEAD_BYTES, 'A is still pinned by a1');
-    shared.remove(a1);
-    shared.remove(b0);
-    assert.equal(shared.total, 0);
-    const none = { ...a0, value: null, key: null, size: 0 } as KafkaMessage;
-    shared.add(none);
-    assert.equal(shared.total, MESSAGE_OVERHEAD_BYTES, 'no value, no key: the overhead');
-    shared.remove(none);
-    assert.equal(shared.total, 0);
-    // An ack of a copy (value detached or dropped) releases what its offset holds.
-    shared.add(a0);
-    shared.add(a1);
-    shared.remove({ ...a0, value: Buffer.from(a0.value!) } as KafkaMessage);
-    shared.remove({ ...a1, value: null } as KafkaMessage);
-    assert.equal(shared.total, 0, 'nothing left counted');
-    assert.equal(shared.own, 0);
-    // Copies (the default) count their own bytes, whatever memory they sit in.
-    const copies = new HeldBytes(false);
-    copies.add(a0);
-    copies.add(a1);
-    assert.equal(copies.total, heldBytes(a0) + heldBytes(a1));
-    assert.equal(copies.total, 2 * (10 + MESSAGE_OVERHEAD_BYTES));
   });
 
   it('with sharedBatchBuffers, messages held back (bufferCount) do not keep their partition paused for their whole batch', async () => {

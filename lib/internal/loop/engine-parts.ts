@@ -208,7 +208,6 @@ export function assembleUnits(
     events: rebalances,
     streams,
     staticInstanceId,
-    sharedBatchBuffers: settings.sharedBatchBuffers,
   });
   const seeks = new Seeks({
     client,

@@ -75,34 +75,26 @@ export class FlowControl {
   }
 
   /**
-   * A message was handed to the stream: pause the partition if its buffer is full, counted in its
-   * messages' own bytes. With shared batch buffers the batches they pin are not counted here: a
-   * pause on them could wait forever for acks that only more messages bring (a `bufferCount`
-   * tail), so a pipeline that runs with copies runs the same with views (see HeldBytes).
+   * A message was handed to the stream: pause the partition if its buffer is full, in its
+   * messages' own bytes (with `sharedBatchBuffers` too: a pause on the batches they pin could wait
+   * forever for acks that only more messages bring, a `bufferCount` tail).
    */
   afterPush(control: PartitionControl): void {
     if (
       !control.paused &&
       (control.ledger.window >= this.settings.maxBufferedMessages ||
-        control.ownBufferedBytes >= this.bytesLimit())
+        control.bufferedBytes >= this.bytesLimit())
     ) {
       this.setBackpressure(control, true);
     }
   }
 
-  private resumeAtBytes(limit: number): number {
-    return Math.floor(limit * this.settings.resumeThreshold);
-  }
-
-  /**
-   * A message finished: resume the partition once its buffer drained below the threshold (in its
-   * messages' own bytes, as afterPush counts).
-   */
+  /** A message finished: resume the partition once its buffer drained below the threshold. */
   afterAck(control: PartitionControl): void {
     if (
       control.paused &&
       control.ledger.window <= this.resumeAtMessages &&
-      control.ownBufferedBytes <= this.resumeAtBytes(this.bytesLimit())
+      control.bufferedBytes <= Math.floor(this.bytesLimit() * this.settings.resumeThreshold)
     ) {
       this.setBackpressure(control, false);
     }

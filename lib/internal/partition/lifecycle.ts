@@ -47,8 +47,6 @@ export interface LifecycleParts {
   readonly streams: { next(control: PartitionControl): void };
   /** `group.instance.id` when this consumer is a static member. */
   readonly staticInstanceId: string | undefined;
-  /** Messages are views of batch buffers (`sharedBatchBuffers`). */
-  readonly sharedBatchBuffers?: boolean;
 }
 
 export class PartitionLifecycle {
@@ -142,7 +140,6 @@ export class PartitionLifecycle {
       generation,
       tpKey(tp.topic, tp.partition),
       this.acked,
-      this.parts.sharedBatchBuffers,
     );
   }
 

@@ -5,7 +5,7 @@ import { AlreadySubscribedError } from '../../errors';
 import { dropOnEndMerge } from './drop-on-end-merge';
 import type { KafkaMessage, PartitionStream } from '../../types';
 import { OffsetLedger } from './offset-ledger';
-import { HeldBytes } from './held-bytes';
+import { heldBytes } from './held-bytes';
 
 /**
  * The states of one partition assignment:
@@ -42,7 +42,7 @@ export class PartitionControl implements PartitionStream {
   private drainedResolve!: () => void;
   /** Resolves once the partition's pipeline is drained after `end()`. */
   readonly drained: Promise<void>;
-  private readonly held: HeldBytes;
+  private bufferedBytes_ = 0;
   private running_ = 0;
   private tracksRunning = false;
   private lastCommitted_: number | undefined;
@@ -59,11 +59,8 @@ export class PartitionControl implements PartitionStream {
     readonly generation: number,
     readonly key: string,
     private readonly onChange: (control: PartitionControl) => void,
-    /** Values and keys are views of batch buffers (`sharedBatchBuffers`): counted per buffer. */
-    sharedBatchBuffers = false,
   ) {
     this.ledger = new OffsetLedger();
-    this.held = new HeldBytes(sharedBatchBuffers);
     // Every waiting task (limiter slot, merge buffer, retry backoff) listens on these signals.
     setMaxListeners(
       0,
@@ -85,14 +82,9 @@ export class PartitionControl implements PartitionStream {
     });
   }
 
-  /** Bytes of delivered, unfinished messages (see {@link HeldBytes}): what memory holds. */
+  /** Bytes of delivered, unfinished messages ({@link heldBytes} each). */
   get bufferedBytes(): number {
-    return this.held.total;
-  }
-
-  /** Those messages' own bytes (see {@link HeldBytes}): what pauses and resumes it. */
-  get ownBufferedBytes(): number {
-    return this.held.own;
+    return this.bufferedBytes_;
   }
 
   /** Handlers running now, when the pipeline reports them (`process()` does). */
@@ -250,7 +242,7 @@ export class PartitionControl implements PartitionStream {
   push(message: KafkaMessage): boolean {
     if (this.state_ !== 'active') return false;
     this.ledger.deliver(message.offset);
-    this.held.add(message);
+    this.bufferedBytes_ += heldBytes(message);
     if (this.subscriber) this.subscriber.next(message);
     else this.pendingBeforeSubscribe.push(message);
     return true;
@@ -282,7 +274,7 @@ export class PartitionControl implements PartitionStream {
     }
     if (this.state_ === 'fenced' || this.state_ === 'released') return;
     if (!this.ledger.complete(message.offset)) return;
-    this.held.remove(message);
+    this.bufferedBytes_ -= heldBytes(message);
     this.checkDrained();
     this.onChange(this);
   }
