@@ -80,12 +80,7 @@ export function messageOf(topic: string, partition: number, e: LogEntry): Kafka.
     value: e.value === null ? null : Buffer.from(e.value),
     size: e.value?.length ?? 0,
     timestamp: e.timestamp,
-    headers:
-      e.headers.length > 0
-        ? e.headers.map((h) =>
-            Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Buffer.from(v)])),
-          )
-        : undefined,
+    headers: e.headers.length > 0 ? copyHeaders(e.headers) : undefined,
   } as Kafka.Message;
 }
 
@@ -184,4 +179,11 @@ export class MockClient extends EventEmitter {
 
   /** Called once connected, before `ready` and the callback. */
   protected onConnected(): void {}
+}
+
+/** Headers in node-rdkafka's shape, each value a Buffer of its own (a string becomes its bytes). */
+export function copyHeaders(headers: readonly Kafka.MessageHeader[]): Kafka.MessageHeader[] {
+  return headers.map((h) =>
+    Object.fromEntries(Object.entries(h).map(([k, v]) => [k, Buffer.from(v as never)])),
+  );
 }

@@ -13,7 +13,7 @@ import type { MessageHeader, TopicPartitionOffset } from 'node-rdkafka';
 import type { MockBroker, MockTxn } from './broker';
 import { partitionKey } from './broker';
 import type { GroupPort, MockGroup } from './group';
-import { kafkaError } from './client-parts';
+import { copyHeaders, kafkaError } from './client-parts';
 import type { MockClient } from './client-parts';
 
 const E = Kafka.CODES.ERRORS;
@@ -115,9 +115,7 @@ export function mockProducerClass(
       const offset = broker.append(topic, p, {
         key: k,
         value: value === null ? null : Buffer.from(value),
-        headers: (headers ?? []).map((h) =>
-          Object.fromEntries(Object.entries(h).map(([hk, v]) => [hk, Buffer.from(v as never)])),
-        ),
+        headers: copyHeaders(headers ?? []),
         timestamp: timestamp ?? Date.now(),
         txn: this.open?.txn,
       });
