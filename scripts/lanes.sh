@@ -62,6 +62,13 @@ while ((${#pid_lane[@]})); do
   fi
 done
 
+# The failures again, short, next to the time table: a log's tail then names what failed.
+for name in "${failed[@]}"; do
+  echo "---------------- failures of lane $name (the first lines of each report) ----------------"
+  awk '/^ +[0-9]+ failing/ { on = 1; n = 0 } on && n < 30 { print; n++ }' "$LOG_DIR/$name.log" | cut -c1-300
+done
+((${#failed[@]})) && echo
+
 echo "time per suite (lanes ran at once):"
 for name in "${names[@]}"; do
   lane_secs=0

@@ -183,6 +183,14 @@ const controlRecords = new WeakSet<Message>();
 
 export class FakeConsumer extends EventEmitter {
   readonly calls: Call[] = [];
+  /**
+   * (Un)assign calls made after disconnect() began while no revoke waited for them. librdkafka's
+   * close ends on its own then (it needs no answer to an assignment delivered while closing), and
+   * such a call races with its end: the real binding can block the calling (main) thread forever
+   * (its request goes to a consumer group that is being torn down). A test asserts this stays
+   * empty.
+   */
+  readonly callsRacingClose: Call[] = [];
   readonly commits: Map<string, number>;
   protocol: Protocol;
   private connected = false;
@@ -204,6 +212,8 @@ export class FakeConsumer extends EventEmitter {
   private readonly paused = new Set<string>();
   private pausesLost = 0;
   private revokePending = false;
+  /** disconnect() was called (node-rdkafka: the close runs on a worker thread). */
+  private disconnecting = false;
   /** Requests on their way to the broker (commits wait for consume() calls; see OutboxItem). */
   private outbox: OutboxItem[] = [];
   /** Commits answered with an error that the broker still applies (see CommitPlan.appliesLate). */
@@ -438,6 +448,7 @@ export class FakeConsumer extends EventEmitter {
         cb(new Error(this.options.connectError));
       } else {
         this.connected = true;
+        this.disconnecting = false;
         cb(null, { name: 'fake' });
       }
     });
@@ -446,6 +457,7 @@ export class FakeConsumer extends EventEmitter {
 
   disconnect(cb?: () => void): this {
     this.record({ op: 'disconnect' });
+    this.disconnecting = true;
     if (this.assignment.length > 0) {
       // librdkafka's close() fires a final revoke in which only unassign works.
       this.revokePending = true;
@@ -634,6 +646,11 @@ export class FakeConsumer extends EventEmitter {
     return this;
   }
 
+  /** See {@link callsRacingClose}. */
+  private noteCloseRace(call: Call): void {
+    if (this.disconnecting && !this.revokePending) this.callsRacingClose.push(call);
+  }
+
   private record(call: Call): void {
     this.calls.push(call);
     this.options.hooks?.call?.(call);
@@ -767,6 +784,11 @@ export class FakeConsumer extends EventEmitter {
 
   assign(partitions: Assignment[]): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
+    // node-rdkafka checks its own state first: once its close began, an assign never reaches
+    // librdkafka.
+    if (this.disconnecting) {
+      throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
+    }
     this.record({ op: 'assign', partitions: partitions.map(key) });
     const before = this.assignment.map(key);
     // librdkafka's eager assign() replaces the assignment: every partition in it starts again at
@@ -788,6 +810,7 @@ export class FakeConsumer extends EventEmitter {
   unassign(): this {
     if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
     this.record({ op: 'unassign' });
+    this.noteCloseRace({ op: 'unassign' });
     const before = this.assignment.map(key);
     this.setAssignment([]);
     this.revokePending = false;
@@ -802,7 +825,7 @@ export class FakeConsumer extends EventEmitter {
   incrementalAssign(partitions: Assignment[]): this {
     if (this.protocol !== 'COOPERATIVE')
       throw Object.assign(new Error('Local: Erroneous state'), { code: E.ERR__STATE });
-    if (this.member && !this.connected) {
+    if (this.disconnecting || (this.member && !this.connected)) {
       throw Object.assign(new Error('KafkaConsumer is disconnected'), { code: E.ERR__STATE });
     }
     this.record({ op: 'incrementalAssign', partitions: partitions.map(key) });
@@ -843,6 +866,7 @@ export class FakeConsumer extends EventEmitter {
       }
     }
     this.record({ op: 'incrementalUnassign', partitions: partitions.map(key) });
+    this.noteCloseRace({ op: 'incrementalUnassign', partitions: partitions.map(key) });
     const gone = new Set(partitions.map(key));
     this.setAssignment(this.assignment.filter((a) => !gone.has(key(a))));
     this.revokePending = false;

@@ -221,9 +221,21 @@ export class RebalanceCoordinator {
     try {
       calls.assign(withOffsets, protocol);
     } catch (err) {
+      if (shutdown.stage === 'disconnecting') {
+        // An assignment delivered while the client disconnects: node-rdkafka refuses the call,
+        // and librdkafka's close ends without an answer (it treats the assignment as released).
+        // No unassign either: it would race with the end of that close, and the binding can then
+        // block the main thread forever (docs/binding-behaviours.md, "An assignment during the
+        // close"). Nothing of it was started here, so nothing is lost.
+        logger.info(
+          { err, partitions, generation },
+          'assignment refused while disconnecting: left to the close, which releases it',
+        );
+        return;
+      }
       if (shutdown.stage !== 'open') {
-        // An assign delivered while the client is disconnecting throws; answer it with an
-        // unassign (allowed while closing) so librdkafka's close does not wait for it.
+        // Refused while leaving, before the disconnect: answer it with an unassign so that
+        // librdkafka does not wait for it (nothing races with a close yet).
         logger.info({ err, partitions, generation }, 'assign refused while closing; unassigning');
         calls.unassign(partitions, protocol, generation);
         return;
