@@ -19,8 +19,18 @@ describe('an assignment delivered while the consumer disconnects', () => {
     subs = [];
   });
 
-  for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
-    it(`is left to librdkafka's close: no (un)assign call races with the close's end; close() ends, the revoked work committed (${protocol})`, async () => {
+  const cases = [
+    ['EAGER', [1]],
+    ['EAGER', []],
+    ['COOPERATIVE', [1]],
+    ['COOPERATIVE', []],
+  ] as const;
+  for (const [protocol, given] of cases) {
+    const what =
+      protocol === 'EAGER'
+        ? "is left to librdkafka's close (no call that could race with its end)"
+        : "is answered: librdkafka's close waits for it";
+    it(`${protocol}, ${given.length === 0 ? 'an empty assignment' : 'an assignment of partitions'}: ${what}; close() ends, the revoked work committed`, async () => {
       let delivered = false;
       const h: Harness = harness(
         { drainTimeoutMs: 3000, commitIntervalMs: 60_000 },
@@ -32,7 +42,7 @@ describe('an assignment delivered while the consumer disconnects', () => {
               // The rejoin's answer comes from the broker while the close runs on its thread.
               if (c.op !== 'disconnect' || delivered) return;
               delivered = true;
-              setImmediate(() => h.fake().rebalanceAssign([tp(1)]));
+              setImmediate(() => h.fake().rebalanceAssign(given.map(tp)));
             },
           },
         },
@@ -63,6 +73,14 @@ describe('an assignment delivered while the consumer disconnects', () => {
       await closed;
       assert.ok(delivered, 'the assignment was delivered during the disconnect');
       assert.deepEqual(h.fake().callsRacingClose, []);
+      assert.ok(h.fake().closeEnded, "librdkafka's close ended");
+      const afterDisconnect = h
+        .fake()
+        .calls.slice(h.fake().calls.findIndex((c) => c.op === 'disconnect'));
+      const answers = afterDisconnect.filter(
+        (c) => c.op === 'unassign' || c.op === 'incrementalUnassign',
+      );
+      assert.equal(answers.length, protocol === 'EAGER' ? 0 : 1, JSON.stringify(afterDisconnect));
       // What was handled of partition 0 (a prefix: at least up to the handler that held the
       // revoke) is committed; nothing of the refused assignment was processed or committed.
       const ofZero = done.filter((d) => d.startsWith('0@')).length;
@@ -75,4 +93,37 @@ describe('an assignment delivered while the consumer disconnects', () => {
       );
     });
   }
+});
+
+describe('a revoke still in flight when the consumer disconnects (the close deadline passed)', () => {
+  it('never unassigns after the disconnect began unless the close waits for it (EAGER)', async () => {
+    let holdCommits = false;
+    const h = harness(
+      { commitIntervalMs: 60_000, commitTimeoutMs: 1000 },
+      { member: true, commitPlan: () => (holdCommits ? { held: true } : {}) },
+    );
+    let handled = 0;
+    const sub = h.consumer.process(() => void (handled += 1)).subscribe();
+    try {
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 0, 3);
+      h.fake().rebalanceAssign([tp(0)]);
+      await until(() => handled === 3, 'all three handled');
+      // The revoke's final commit gets no answer (a coordinator that does not answer): the
+      // revoke outlasts the close deadline, and the consumer disconnects under it.
+      holdCommits = true;
+      h.fake().rebalanceRevoke([tp(0)]);
+      await until(() => h.events.some((e) => e.type === 'drained'), 'drained');
+      await h.consumer.close({ timeoutMs: 300 });
+      assert.ok(h.fake().closeEnded, "librdkafka's close ended");
+      await until(
+        () => h.events.some((e) => e.type === 'revoked' || e.type === 'lost'),
+        'the late revoke ended',
+      );
+      // (the revoke's unassign, or its skip, comes before its last event)
+      assert.deepEqual(h.fake().callsRacingClose, [], JSON.stringify(h.fake().calls));
+    } finally {
+      sub.unsubscribe();
+    }
+  });
 });

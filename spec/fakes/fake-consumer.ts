@@ -458,7 +458,18 @@ export class FakeConsumer extends EventEmitter {
   disconnect(cb?: () => void): this {
     this.record({ op: 'disconnect' });
     this.disconnecting = true;
-    if (this.assignment.length > 0) {
+    if (this.protocol === 'EAGER' && this.revokePending) {
+      // An eager revoke still unanswered: librdkafka's close releases the assignment itself (its
+      // unsubscribe leaves the wait for the unassign call), with no callback (seen on the real
+      // broker: the close ends ~200 ms later; an unassign then races with its end).
+      const before = this.assignment.map(key);
+      this.setAssignment([]);
+      this.revokePending = false;
+      if (this.member) {
+        this.pendingCallbacks = [];
+        this.released(before);
+      }
+    } else if (this.assignment.length > 0) {
       // librdkafka's close() fires a final revoke in which only unassign works.
       this.revokePending = true;
       this.connected = false;
@@ -481,7 +492,17 @@ export class FakeConsumer extends EventEmitter {
       this.outbox.push({ kind: 'leave' });
       this.pump();
     }
-    setImmediate(() => cb?.());
+    // The close ends once nothing it waits for is pending (an unanswered cooperative assignment
+    // holds it for good, as librdkafka's does).
+    const end = (): void => {
+      if (this.closeWaitsForAssignCall()) {
+        setTimeout(end, 5);
+        return;
+      }
+      this.closeEnded = true;
+      cb?.();
+    };
+    setImmediate(end);
     return this;
   }
 
@@ -648,8 +669,23 @@ export class FakeConsumer extends EventEmitter {
 
   /** See {@link callsRacingClose}. */
   private noteCloseRace(call: Call): void {
-    if (this.disconnecting && !this.revokePending) this.callsRacingClose.push(call);
+    if (this.disconnecting && !this.revokePending && !this.closeWaitsForAssignCall())
+      this.callsRacingClose.push(call);
   }
+
+  /**
+   * Under cooperative rebalancing (and KIP-848) librdkafka's close waits for the answer to an
+   * assignment delivered to the application (even an empty one); an eager close releases it
+   * itself (its unsubscribe leaves the wait for the assign call).
+   */
+  private closeWaitsForAssignCall(): boolean {
+    return (
+      this.protocol === 'COOPERATIVE' && this.pendingCallbacks.some((c) => c.kind === 'assign')
+    );
+  }
+
+  /** Whether librdkafka's close ended (see {@link disconnect}). */
+  closeEnded = false;
 
   private record(call: Call): void {
     this.calls.push(call);
@@ -808,7 +844,9 @@ export class FakeConsumer extends EventEmitter {
   }
 
   unassign(): this {
-    if (this.protocol === 'COOPERATIVE') throw new Error('Local: Erroneous state');
+    // While librdkafka's consumer group terminates, every (un)assign call is taken as an unassign.
+    if (this.protocol === 'COOPERATIVE' && !this.disconnecting)
+      throw new Error('Local: Erroneous state');
     this.record({ op: 'unassign' });
     this.noteCloseRace({ op: 'unassign' });
     const before = this.assignment.map(key);
@@ -997,6 +1035,8 @@ export class FakeConsumer extends EventEmitter {
   }
 
   rebalanceProtocol(): string {
+    // node-rdkafka answers NONE once its close began (its own "connected" check).
+    if (this.disconnecting) return 'NONE';
     return this.protocol;
   }
 

@@ -39,6 +39,7 @@ export class ConsumerClient {
   private oauth: OAuthBearerRefresher | undefined;
   /** The connect was given up before node-rdkafka answered it (a TLS verdict). */
   private givenUp = false;
+  private disconnectCalled = false;
   /**
    * Broker reads whose worker runs on the libuv pool (committed, offsetsForTimes,
    * queryWatermarkOffsets): node-rdkafka's workers for them use the native client without its
@@ -342,6 +343,14 @@ export class ConsumerClient {
     });
   }
 
+  /**
+   * Whether the binding's disconnect was called: its close runs on a worker thread from then on,
+   * and node-rdkafka refuses assign calls.
+   */
+  get disconnectStarted(): boolean {
+    return this.disconnectCalled;
+  }
+
   /** Disconnects; resolves once node-rdkafka reports it (or at once when not connected). */
   disconnect(): Promise<void> {
     this.commits.failPendingCommits('the client is disconnecting');
@@ -352,6 +361,7 @@ export class ConsumerClient {
         resolve();
         return;
       }
+      this.disconnectCalled = true;
       this.raw.disconnect(() => resolve());
     });
   }

@@ -56,6 +56,7 @@ export async function closeRunning(parts: ClosingParts): Promise<void> {
   );
   parts.seeks.rejectAll();
   lifecycle.fenceAll('consumer closed');
+  parts.rebalance.beforeDisconnect();
   if (idleInTime) {
     const ms = Math.max(shutdown.deadline - Date.now(), 1000);
     if (!(await settlesWithin(client.disconnect(), ms)))

@@ -20,6 +20,7 @@ export interface FetcherWake {
 
 export class AssignCalls {
   private generation_ = 0;
+  private lastKnown: RebalanceProtocol = 'NONE';
 
   constructor(
     private readonly client: ConsumerClient,
@@ -42,10 +43,22 @@ export class AssignCalls {
   protocol(): RebalanceProtocol {
     try {
       const p = this.client.raw.rebalanceProtocol();
-      return p === 'COOPERATIVE' || p === 'EAGER' ? p : 'NONE';
+      if (p === 'COOPERATIVE' || p === 'EAGER') {
+        this.lastKnown = p;
+        return p;
+      }
+      return 'NONE';
     } catch {
       return 'NONE';
     }
+  }
+
+  /**
+   * The protocol librdkafka last reported (it reports NONE once its close began, and before the
+   * first rebalance).
+   */
+  get lastKnownProtocol(): RebalanceProtocol {
+    return this.lastKnown;
   }
 
   /** Answers an assignment: librdkafka waits for this call. Throws what the binding throws. */

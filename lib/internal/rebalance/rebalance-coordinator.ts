@@ -181,6 +181,17 @@ export class RebalanceCoordinator {
   }
 
   /**
+   * Before the binding disconnects: a new generation, so that a revoke still in flight (one the
+   * close deadline left behind) never unassigns an eager assignment the close releases itself —
+   * that call would race with the close's end (docs/binding-behaviours.md, "An assignment during
+   * the close"). Under cooperative rebalancing its partitions still assigned are unassigned (the
+   * close waits for that answer).
+   */
+  beforeDisconnect(): void {
+    this.parts.calls.nextGeneration();
+  }
+
+  /**
    * Answers an assignment whose start offsets are still being looked up, without them: a revoke
    * or a close must never find librdkafka still waiting for an assign call (its close would wait
    * for it forever). The partitions are then revoked at once, so nothing starts from a wrong place:
@@ -221,21 +232,22 @@ export class RebalanceCoordinator {
     try {
       calls.assign(withOffsets, protocol);
     } catch (err) {
-      if (shutdown.stage === 'disconnecting') {
-        // An assignment delivered while the client disconnects: node-rdkafka refuses the call,
-        // and librdkafka's close ends without an answer (it treats the assignment as released).
-        // No unassign either: it would race with the end of that close, and the binding can then
-        // block the main thread forever (docs/binding-behaviours.md, "An assignment during the
-        // close"). Nothing of it was started here, so nothing is lost.
+      if (this.parts.client.disconnectStarted && calls.lastKnownProtocol === 'EAGER') {
+        // An eager assignment delivered while the binding disconnects: node-rdkafka refuses the
+        // call, and librdkafka's close ends without an answer (its unsubscribe releases the
+        // assignment). No unassign either: it would race with the end of that close, and the
+        // binding can then block the main thread forever (docs/binding-behaviours.md, "An
+        // assignment during the close"). Nothing of it was started here, so nothing is lost.
         logger.info(
           { err, partitions, generation },
-          'assignment refused while disconnecting: left to the close, which releases it',
+          'eager assignment refused while disconnecting: left to the close, which releases it',
         );
         return;
       }
       if (shutdown.stage !== 'open') {
-        // Refused while leaving, before the disconnect: answer it with an unassign so that
-        // librdkafka does not wait for it (nothing races with a close yet).
+        // Refused while leaving or disconnecting: answer it with an unassign (allowed while
+        // closing). Under cooperative rebalancing (and KIP-848) librdkafka's close waits for this
+        // answer (or for a revoke's that follows), so it cannot race with the close's end.
         logger.info({ err, partitions, generation }, 'assign refused while closing; unassigning');
         calls.unassign(partitions, protocol, generation);
         return;
