@@ -127,3 +127,85 @@ describe('a revoke still in flight when the consumer disconnects (the close dead
     }
   });
 });
+
+describe('an assignment the close finds unanswered or before any rebalance', () => {
+  let subs: Subscription[] = [];
+  afterEach(() => {
+    subs.forEach((s) => s.unsubscribe());
+    subs = [];
+  });
+
+  for (const protocol of ['EAGER', 'COOPERATIVE'] as const) {
+    it(`${protocol}: an assignment whose onAssign hook still runs when the disconnect begins is answered in time (the close ends), and none of it is processed`, async () => {
+      const hook = gate();
+      let hooked = false;
+      const handled: number[] = [];
+      const h: Harness = harness(
+        {
+          commitIntervalMs: 60_000,
+          // What librdkafka reports before any rebalance (NONE) says nothing: the configured
+          // strategy does.
+          config: {
+            'partition.assignment.strategy': protocol === 'EAGER' ? 'range' : 'cooperative-sticky',
+          },
+          onAssign: async () => {
+            hooked = true;
+            await hook.promise;
+            return 'committed' as const;
+          },
+        },
+        {
+          protocol,
+          member: true,
+          hooks: {
+            // The hook ends only once the binding disconnects.
+            call: (c) => {
+              if (c.op === 'disconnect') setImmediate(() => hook.open());
+            },
+          },
+        },
+      );
+      subs.push(h.consumer.process((m: KafkaMessage) => void handled.push(m.offset)).subscribe());
+      await until(() => h.fake().isConnected(), 'connect');
+      h.fake().produce(T, 1, 2);
+      const closed = h.consumer.close({ timeoutMs: 1500 });
+      await until(() => h.fake().hasUnsubscribed, 'unsubscribed');
+      // A rejoin under way when the member left ends in an assignment.
+      h.fake().rebalanceAssign([tp(1)]);
+      await until(() => hooked, 'the hook runs');
+      await closed;
+      await until(() => h.fake().closeEnded, "librdkafka's close ended", 3000).catch((e) => {
+        throw new Error(`${String(e)}: ${h.fake().ops().join(' ')}`);
+      });
+      assert.deepEqual(h.fake().callsRacingClose, []);
+      // An eager close releases an unanswered assignment itself; a cooperative one needs the answer.
+      if (protocol === 'COOPERATIVE') assert.deepEqual(h.fake().unanswered(), []);
+      assert.deepEqual(handled, []);
+      assert.equal(committed(h, 1), undefined);
+    });
+  }
+
+  it('EAGER: the first assignment ever, delivered during the disconnect (a close during the first join), gets no unassign that could race with the close', async () => {
+    let delivered = false;
+    const h: Harness = harness(
+      { commitIntervalMs: 60_000 },
+      {
+        protocol: 'EAGER',
+        member: true,
+        hooks: {
+          call: (c) => {
+            if (c.op !== 'disconnect' || delivered) return;
+            delivered = true;
+            setImmediate(() => h.fake().rebalanceAssign([tp(1)]));
+          },
+        },
+      },
+    );
+    subs.push(h.consumer.process(() => undefined).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    await h.consumer.close({ timeoutMs: 3000 });
+    await until(() => delivered && h.fake().closeEnded, 'delivered, and the close ended');
+    assert.deepEqual(h.fake().callsRacingClose, []);
+    assert.ok(!h.fake().calls.some((c) => c.op === 'unassign'));
+  });
+});

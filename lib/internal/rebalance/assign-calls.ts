@@ -7,6 +7,7 @@
  * generation. Holds no partition state of its own.
  */
 import type { Logger } from '../../logger';
+import type { ConsumerSettings } from '../../config';
 import type { RebalanceProtocol, TopicPartition } from '../../types';
 import type { ConsumerClient } from '../binding/consumer-client';
 import type { TopicPartitionOffset } from '../binding/rdkafka';
@@ -150,4 +151,26 @@ export class AssignCalls {
       this.logger.warn({ err, code, partitions, generation }, 'unassign failed');
     }
   }
+}
+
+/**
+ * The protocol an assignment delivered during the close belongs to: the one librdkafka last
+ * reported (it says NONE once its close began), else the configured one when it admits only one
+ * (a close during the first join); undefined when it cannot be told (then the assignment is
+ * answered).
+ */
+export function protocolForClose(
+  calls: AssignCalls,
+  settings: Pick<ConsumerSettings, 'groupProtocol' | 'globalConfig'>,
+): RebalanceProtocol | undefined {
+  const known = calls.lastKnownProtocol;
+  if (known !== 'NONE') return known;
+  if (settings.groupProtocol === 'consumer') return 'COOPERATIVE';
+  const configured = settings.globalConfig['partition.assignment.strategy'];
+  const strategies = String(configured ?? 'range,roundrobin')
+    .split(',')
+    .map((x) => x.trim());
+  if (strategies.every((x) => x === 'range' || x === 'roundrobin')) return 'EAGER';
+  if (strategies.every((x) => x === 'cooperative-sticky')) return 'COOPERATIVE';
+  return undefined;
 }

@@ -21,6 +21,7 @@ import type { PartitionLifecycle } from '../partition/lifecycle';
 import type { Assignment, LibrdKafkaError } from '../binding/rdkafka';
 import { Code, errorMessage, list, toKafkaError, tpKey } from '../binding/rdkafka';
 import type { AssignCalls } from './assign-calls';
+import { protocolForClose } from './assign-calls';
 import type { Assignments } from './assignments';
 import { lostOnArrival, revoke } from './revoke-protocol';
 import type { RevokeHook } from './revoke-hook';
@@ -188,7 +189,11 @@ export class RebalanceCoordinator {
    * close waits for that answer).
    */
   beforeDisconnect(): void {
-    this.parts.calls.nextGeneration();
+    const generation = this.parts.calls.nextGeneration();
+    // An assignment still waiting for its start offsets is not overtaken: it is answered in the
+    // new generation (a cooperative close waits for that answer).
+    if (this.pendingAssign && !this.pendingAssign.applied)
+      this.pendingAssign.generation = generation;
   }
 
   /**
@@ -232,7 +237,10 @@ export class RebalanceCoordinator {
     try {
       calls.assign(withOffsets, protocol);
     } catch (err) {
-      if (this.parts.client.disconnectStarted && calls.lastKnownProtocol === 'EAGER') {
+      if (
+        this.parts.client.disconnectStarted &&
+        protocolForClose(calls, this.parts.settings) === 'EAGER'
+      ) {
         // An eager assignment delivered while the binding disconnects: node-rdkafka refuses the
         // call, and librdkafka's close ends without an answer (its unsubscribe releases the
         // assignment). No unassign either: it would race with the end of that close, and the
