@@ -119,10 +119,8 @@ export class RebalanceCoordinator {
         const partitions = list(assignment);
         const controls = this.parts.assignments.of(partitions);
         const reason = `rebalance error: ${err?.message ?? String(code)}`;
-        const generation = this.parts.calls.nextGeneration();
         // An assignment still waiting for its start offsets is not overtaken by this release.
-        if (this.pendingAssign && !this.pendingAssign.applied)
-          this.pendingAssign.generation = generation;
+        const generation = this.nextGenerationKeepingPending();
         this.parts.lifecycle.releaseOnError(controls, partitions, reason, generation);
       }
     } catch (error) {
@@ -189,11 +187,20 @@ export class RebalanceCoordinator {
    * close waits for that answer).
    */
   beforeDisconnect(): void {
-    const generation = this.parts.calls.nextGeneration();
     // An assignment still waiting for its start offsets is not overtaken: it is answered in the
     // new generation (a cooperative close waits for that answer).
+    this.nextGenerationKeepingPending();
+  }
+
+  /**
+   * Opens a generation that does not overtake an assignment still waiting for its start offsets:
+   * that one moves into it (and is applied, not skipped, once its offsets are known).
+   */
+  private nextGenerationKeepingPending(): number {
+    const generation = this.parts.calls.nextGeneration();
     if (this.pendingAssign && !this.pendingAssign.applied)
       this.pendingAssign.generation = generation;
+    return generation;
   }
 
   /**
@@ -321,12 +328,10 @@ export class RebalanceCoordinator {
     ) {
       this.answerPending('a revoke arrived');
     }
-    const generation = calls.nextGeneration();
     // An assignment still waiting for its start offsets and not covered by this revoke is not
     // overtaken by it (a cooperative revoke of other partitions): it is applied in the new
     // generation once its start offsets are known.
-    if (this.pendingAssign && !this.pendingAssign.applied)
-      this.pendingAssign.generation = generation;
+    const generation = this.nextGenerationKeepingPending();
     const protocol = calls.protocol();
     const controls = assignments.of(partitions);
 
