@@ -80,4 +80,44 @@ describe('positions past offsets never delivered', () => {
       noted = c;
     }
   });
+
+  it('takes no position while the next consume call is in flight: commits never pass what was handed out', async () => {
+    // The loop makes its next consume call before it dispatches a full batch; librdkafka's
+    // position then counts that call's messages too. Taken for the ledger, it would commit
+    // offsets of messages not yet handed out (lost if the process died then).
+    let processed = 0;
+    let passed: string | undefined;
+    const h = harness(
+      { consumeBatchSize: 50 },
+      {
+        hooks: {
+          commitSent: (offsets) => {
+            // Offsets 0–29,999 are records, 30,000 the marker: 30,001 is right once all are done.
+            for (const o of offsets)
+              if (o.offset > processed && processed < 30_000)
+                passed ??= `committed ${o.offset} with ${processed} done`;
+          },
+        },
+      },
+    );
+    subs.push(h.consumer.process(() => void (processed += 1)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 30_000);
+    h.fake().produceMarker(T, 0);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => processed === 30_000, 'every record', 20_000);
+    await until(() => committed(h) === 30_001, 'committed past the marker');
+    await h.consumer.close();
+    const log = h.fake().consumeLog;
+    assert.ok(
+      log.filter((c) => c.returned === c.asked && c.asked > 1).length > 100,
+      'full batches were consumed',
+    );
+    assert.ok(
+      log.filter((c) => c.positionAt !== undefined).length > 1,
+      'positions were taken (so the marker was passed by a position)',
+    );
+    assert.equal(passed, undefined);
+    assert.equal(h.fake().positionsWhileConsuming, 0);
+  });
 });

@@ -562,10 +562,21 @@ export class FakeConsumer extends EventEmitter {
     this.consumeTimeout = ms;
   }
 
+  /**
+   * position() calls made while a consume() call was unanswered. librdkafka's position then counts
+   * the messages that call took, which the application has not been handed yet; a ledger moved to
+   * it would commit past them. A test asserts this stays 0.
+   */
+  positionsWhileConsuming = 0;
+  /** Whether a consume() call is unanswered (its messages taken from the logs, not handed out). */
+  private consuming = false;
+
   consume(
     n: number,
     cb: (err: { code: number; message: string } | null, messages: Message[]) => void,
   ): void {
+    if (this.consuming) throw new Error('consume() while another consume() is unanswered');
+    this.consuming = true;
     this.consumeCalls += 1;
     // Commit results are served from inside consume(), in the order the commits were sent.
     for (const item of this.outbox) {
@@ -602,6 +613,7 @@ export class FakeConsumer extends EventEmitter {
     const delay = out.length > 0 ? 0 : Math.min(this.consumeTimeout, 2);
     const consumeError = out.length === 0 ? this.consumeErrors.shift() : undefined;
     setTimeout(() => {
+      this.consuming = false;
       if (consumeError) {
         cb(consumeError, []);
         return;
@@ -1119,6 +1131,7 @@ export class FakeConsumer extends EventEmitter {
 
   /** librdkafka's app position: invalid (-1001) until a message of this assignment was consumed. */
   position(tps: { topic: string; partition: number }[]): TopicPartitionOffset[] {
+    if (this.consuming) this.positionsWhileConsuming += 1;
     const last = this.consumeLog[this.consumeLog.length - 1];
     if (last !== undefined) last.positionAt ??= Date.now();
     return tps.map((t) => ({ ...t, offset: this.appPos.get(key(t)) ?? -1001 }));

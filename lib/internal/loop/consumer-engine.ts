@@ -1,8 +1,8 @@
 /**
  * The consumer engine: the single owner of the node-rdkafka client and of the consumer's
  * lifecycle. It assembles the units around it (the commit strategy is chosen once, when it
- * starts), runs the consume loop (one `consume(n)` in flight, seeks applied between two calls),
- * hands each batch to the dispatcher, and closes through close-sequence.ts. See docs/internals.md.
+ * starts), runs the consume loop (consume-loop.ts) and closes through close-sequence.ts. See
+ * docs/internals.md.
  */
 import { Subject } from 'rxjs';
 import type { Logger } from '../../logger';
@@ -30,10 +30,11 @@ import type { EngineObserver } from '../observe/engine-observer';
 import type { PartitionControl } from '../partition/partition-control';
 import type { FailureCounters, ProcessorHost } from '../process/processor';
 import type { CompletedStore } from '../commit/completed-store';
-import type { ConsumerFactory, LibrdKafkaError, Message } from '../binding/rdkafka';
+import type { ConsumerFactory, LibrdKafkaError } from '../binding/rdkafka';
 import { errorMessage, fatalCauseFromText, toKafkaError } from '../binding/rdkafka';
 import { closeRunning } from './close-sequence';
 import { commitNow } from './commit-now';
+import { consumeLoop } from './consume-loop';
 import { assembleUnits, buildBase } from './engine-parts';
 import type { BaseParts, RebalanceUnits } from './engine-parts';
 import { applyVerdict } from './verdicts';
@@ -237,34 +238,17 @@ export class ConsumerEngine implements ProcessorHost {
     return this.base.shutdown.stage !== 'disconnecting';
   }
 
-  private async loop(units: RebalanceUnits): Promise<void> {
-    const { seeks, rebalance, commits } = units;
-    const { flow, cadence, dispatcher, positions, assignments, shutdown } = this.base;
-    while (this.polling) {
-      if (seeks.waiting) await seeks.apply();
-      if (flow.rewindsWaiting) await flow.applyRewinds();
-      const { size, timeoutMs } = cadence.next(
-        rebalance.busy || this.client.awaitingPoll || this.state.kind === 'closing',
-      );
-      let batch: Message[];
-      try {
-        batch = await this.client.consume(size, timeoutMs);
-      } catch (err) {
-        this.failWith(toKafkaError(err, 'consume failed'));
-        return;
-      }
-      this.lastPollAt = Date.now();
-      cadence.record(batch.length);
-      if (batch.length > 0) {
-        this.lastProgressAt = this.lastPollAt;
-        dispatcher.dispatch(batch, this.observer);
-      }
-      if (shutdown.stage !== 'disconnecting') {
-        positions.note(this.lastPollAt, batch.length < size);
-        commits.maybeCommit(assignments.values(), (c) => assignments.owns(c));
-      }
-      if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
-    }
+  private loop(units: RebalanceUnits): Promise<void> {
+    return consumeLoop(this.base, units, {
+      polling: () => this.polling,
+      closing: () => this.state.kind === 'closing',
+      polled: (at, progressed) => {
+        this.lastPollAt = at;
+        if (progressed) this.lastProgressAt = at;
+      },
+      observer: () => this.observer,
+      failWith: (err) => this.failWith(err),
+    });
   }
 
   /** Publishes a {@link ConsumerEvent}. */

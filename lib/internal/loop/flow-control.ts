@@ -101,11 +101,18 @@ export class FlowControl {
   }
 
   /**
-   * Partitions went: each share grew. A partition paused for its buffer that is now at or below
-   * its new resume mark resumes here (no ack of its own may come: a `bufferCount` waiting for more).
+   * Partitions went: each share grew. A partition paused for its buffer that the new share would
+   * not pause resumes here: no ack of its own may come (a `bufferCount` waiting for more), and what
+   * it holds may lie between its new resume and pause marks (its pause came with a consume batch
+   * already fetched, see the consume loop).
    */
   reshared(): void {
-    for (const c of this.host.assignments.controls()) if (c.paused && c.active) this.afterAck(c);
+    const limit = this.bytesLimit();
+    for (const c of this.host.assignments.controls()) {
+      if (!c.paused || !c.active) continue;
+      if (c.ledger.window < this.settings.maxBufferedMessages && c.bufferedBytes < limit)
+        this.setBackpressure(c, false);
+    }
   }
 
   /**

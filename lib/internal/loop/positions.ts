@@ -45,6 +45,16 @@ export class Positions {
   }
 
   /**
+   * Whether {@link note} would ask librdkafka now: the loop then makes its next consume call only
+   * after the batch was dispatched and the positions taken (no call in flight meanwhile).
+   */
+  due(polledAt: number, short: boolean): boolean {
+    if (this.assignments.size === 0) return false;
+    const sinceNoted = polledAt - this.notedAt; // negative: the wall clock stepped back
+    return short || sinceNoted < 0 || sinceNoted >= POSITION_INTERVAL_MS;
+  }
+
+  /**
    * Tells each active partition's ledger librdkafka's position, which moves past offsets that are
    * never delivered: transaction markers, and aborted records under read_committed. Only here,
    * between two consume calls, does the position count exactly the messages dispatched (a
@@ -61,9 +71,7 @@ export class Positions {
    * meanwhile (a revoke's final one, say) stops at the marker: the next owner reads nothing there.
    */
   note(polledAt: number, short: boolean): void {
-    if (this.assignments.size === 0) return;
-    const sinceNoted = polledAt - this.notedAt; // negative: the wall clock stepped back
-    if (!short && sinceNoted >= 0 && sinceNoted < POSITION_INTERVAL_MS) return;
+    if (!this.due(polledAt, short)) return;
     // After a seek librdkafka resets the position to invalid until the new position's first
     // record is consumed, so an old, higher position is never taken for the new stream's.
     // A stream whose messages flow control held back: librdkafka's position counts them.
