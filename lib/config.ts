@@ -101,13 +101,15 @@ export interface ReactiveConsumerOptions {
   consumeTimeoutMs?: number;
   /**
    * Messages a partition holds, counted from its first unfinished one on (running, waiting, or
-   * finished behind an unfinished one), at which the partition is paused. One consume batch may
-   * overshoot it. @default 200
+   * finished behind an unfinished one), at which the partition is paused. Up to two consume
+   * batches may overshoot it: the one that filled it and the next one, fetched while it was
+   * dispatched. @default 200
    */
   maxBufferedMessages?: number;
   /**
    * Buffered bytes per partition above which the partition is paused. A message counts as its
-   * value and key bytes plus 512 B for the objects that carry it. @default 16777216 (16 MiB)
+   * value and key bytes plus 512 B for the objects that carry it. As with `maxBufferedMessages`,
+   * up to two consume batches may overshoot it. @default 16777216 (16 MiB)
    */
   maxBufferedBytes?: number;
   /**
@@ -116,7 +118,8 @@ export interface ReactiveConsumerOptions {
    * at least 256 KiB or all of it if smaller, at most `maxBufferedBytes`) and resumes at
    * `resumeThreshold` of it. A share, not a pool: what one partition holds never pauses another.
    * It bounds the library's memory for unfinished messages whatever the number of partitions
-   * (to the larger of this and 256 KiB per partition); not counted: librdkafka's prefetch
+   * (to the larger of this and 256 KiB per partition, plus up to two consume batches that
+   * overshoot a share); not counted: librdkafka's prefetch
    * (`queued.max.messages.kbytes`, 8 MiB by default here) and a value kept after its message
    * finished. A `partitions$` pipeline that holds messages unacked (`bufferCount(n)`) must fit
    * in a share. @default 33554432 (32 MiB)

@@ -120,4 +120,20 @@ describe('positions past offsets never delivered', () => {
     assert.equal(passed, undefined);
     assert.equal(h.fake().positionsWhileConsuming, 0);
   });
+
+  it('closes while full batches stream: no disconnect under a consume call, every handled record committed, none beyond', async () => {
+    let processed = 0;
+    // Each call that finds messages takes 5 ms, as a worker converting a batch does: a close that
+    // did not wait for the loop's last call would disconnect under it.
+    const h = harness({ consumeBatchSize: 50 }, { consumeLatencyMs: 5 });
+    subs.push(h.consumer.process(() => void (processed += 1)).subscribe());
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 200_000);
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => processed > 2_000, 'streaming');
+    await h.consumer.close();
+    assert.ok(processed < 200_000, `closed mid-stream (${processed} handled)`);
+    assert.equal(h.fake().disconnectsWhileConsuming, 0);
+    assert.equal(committed(h), processed);
+  });
 });

@@ -97,6 +97,11 @@ export interface FakeOptions {
   lateApplyWindowMs?: number;
   /** Consume calls before a commit result is delivered. @default 1 */
   commitLatencyPolls?: number;
+  /**
+   * How long a consume() call that found messages takes to answer, in ms (the native worker's
+   * time; a call that found none answers after its timeout, at most 2 ms here). @default 0
+   */
+  consumeLatencyMs?: number;
   /** Per commit: consume calls before its result is delivered (overrides `commitLatencyPolls`). */
   commitPolls?: (offsets: TopicPartitionOffset[]) => number | undefined;
   connectError?: string;
@@ -457,6 +462,7 @@ export class FakeConsumer extends EventEmitter {
 
   disconnect(cb?: () => void): this {
     this.record({ op: 'disconnect' });
+    if (this.consuming) this.disconnectsWhileConsuming += 1;
     this.disconnecting = true;
     if (this.protocol === 'EAGER' && this.revokePending) {
       // An eager revoke still unanswered: librdkafka's close releases the assignment itself (its
@@ -568,6 +574,11 @@ export class FakeConsumer extends EventEmitter {
    * it would commit past them. A test asserts this stays 0.
    */
   positionsWhileConsuming = 0;
+  /**
+   * disconnect() calls made while a consume() call was unanswered: the real binding crashes the
+   * process then (the call's worker uses the consumer being destroyed). Tests assert this stays 0.
+   */
+  disconnectsWhileConsuming = 0;
   /** Whether a consume() call is unanswered (its messages taken from the logs, not handed out). */
   private consuming = false;
 
@@ -610,7 +621,8 @@ export class FakeConsumer extends EventEmitter {
       this.rr += 1;
     }
     if (this.sharing) this.shareBatchBuffers(out);
-    const delay = out.length > 0 ? 0 : Math.min(this.consumeTimeout, 2);
+    const delay =
+      out.length > 0 ? (this.options.consumeLatencyMs ?? 0) : Math.min(this.consumeTimeout, 2);
     const consumeError = out.length === 0 ? this.consumeErrors.shift() : undefined;
     setTimeout(() => {
       this.consuming = false;

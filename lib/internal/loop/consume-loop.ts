@@ -41,44 +41,48 @@ export async function consumeLoop(
     size = c.size;
     return client.consume(c.size, c.timeoutMs);
   };
-  while (host.polling()) {
-    if (next === undefined) {
-      if (seeks.waiting) await seeks.apply();
-      if (flow.rewindsWaiting) await flow.applyRewinds();
-      next = call();
+  try {
+    while (host.polling()) {
+      if (next === undefined) {
+        if (seeks.waiting) await seeks.apply();
+        if (flow.rewindsWaiting) await flow.applyRewinds();
+        next = call();
+      }
+      const asked = size;
+      const current = next;
+      next = undefined;
+      let batch: Message[];
+      try {
+        batch = await current;
+      } catch (err) {
+        host.failWith(toKafkaError(err, 'consume failed'));
+        return;
+      }
+      const polledAt = Date.now();
+      host.polled(polledAt, batch.length > 0);
+      cadence.record(batch.length);
+      const short = batch.length < asked;
+      // The loop goes on after a full batch (nothing below awaits), so a call made here is awaited.
+      if (
+        !short &&
+        host.polling() &&
+        shutdown.stage !== 'disconnecting' &&
+        !seeks.waiting &&
+        !flow.rewindsWaiting &&
+        !positions.due(polledAt, short)
+      )
+        next = call();
+      if (batch.length > 0) dispatcher.dispatch(batch, host.observer());
+      if (shutdown.stage !== 'disconnecting') {
+        if (next === undefined) positions.note(polledAt, short);
+        commits.maybeCommit(assignments.values(), (c) => assignments.owns(c));
+      }
+      if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
     }
-    const asked = size;
-    let batch: Message[];
-    try {
-      batch = await next;
-    } catch (err) {
-      host.failWith(toKafkaError(err, 'consume failed'));
-      return;
-    }
-    next = undefined;
-    const polledAt = Date.now();
-    host.polled(polledAt, batch.length > 0);
-    cadence.record(batch.length);
-    const short = batch.length < asked;
-    // The loop goes on after a full batch (nothing below awaits), so a call made here is awaited.
-    if (
-      !short &&
-      host.polling() &&
-      shutdown.stage !== 'disconnecting' &&
-      !seeks.waiting &&
-      !flow.rewindsWaiting &&
-      !positions.due(polledAt, short)
-    )
-      next = call();
-    if (batch.length > 0) dispatcher.dispatch(batch, host.observer());
-    if (shutdown.stage !== 'disconnecting') {
-      if (next === undefined) positions.note(polledAt, short);
-      commits.maybeCommit(assignments.values(), (c) => assignments.owns(c));
-    }
-    if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    // The close disconnects once the loop ended, and a disconnect under a consume call crashes the
+    // binding: a call still in flight (the loop stopped after a full batch, or its dispatch threw)
+    // is awaited, its messages dropped (none handed out, none committed).
+    if (next !== undefined) await next.catch(() => undefined);
   }
-  // Not reached with a call in flight today (see above); should a later change stop the loop after
-  // a full batch, the close must still not disconnect under a call (the binding would crash): its
-  // messages are dropped (none handed out, none committed) once it returns.
-  if (next !== undefined) await next.catch(() => undefined);
 }
