@@ -7,6 +7,8 @@
  *   node scripts/build.mjs                                                # on the change
  *   node --import tsx bench/ab.ts [--base DIR] [--rounds N] [--sets 100B,1KiB]
  *        [--contenders reactive-process,reactive-partitions] [--cpu-prof DIR]
+ *        [--base-fast-binding DIR]   # a copy of fast-binding/ (its index.js, package.json
+ *                                    # and dist/) built from other patches, for the A runs
  *
  * The baseline build lives outside the checkout (so that lint and tests never see it) and resolves
  * its dependencies from this checkout's node_modules (NODE_PATH). Prints the medians (msg/s, CPU µs
@@ -35,6 +37,8 @@ interface Args {
   contenders: ContenderId[];
   cpuProf: string | undefined;
   seed: number;
+  /** Another build of the companion binding's package for the A runs (default: the same). */
+  baseFastBinding: string | undefined;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -44,6 +48,7 @@ function parseArgs(argv: string[]): Args {
     sets: ['100 B', '1 KiB'],
     contenders: ['reactive-process', 'reactive-partitions', 'reactive-process-batch'],
     cpuProf: undefined,
+    baseFastBinding: undefined,
     seed: Number(process.env.BENCH_SEED ?? Math.floor(Math.random() * 1_000_000)),
   };
   for (let i = 0; i < argv.length; i++) {
@@ -51,6 +56,9 @@ function parseArgs(argv: string[]): Args {
     switch (argv[i]) {
       case '--base':
         args.base = resolve(value);
+        break;
+      case '--base-fast-binding':
+        args.baseFastBinding = resolve(value);
         break;
       case '--rounds':
         args.rounds = Number(value);
@@ -136,7 +144,11 @@ async function main(): Promise<void> {
       for (const slot of shuffled(slots, random)) {
         const env: Record<string, string> =
           slot.variant === 'A'
-            ? { BENCH_LIBRARY_DIST: args.base, NODE_PATH: join(ROOT, 'node_modules') }
+            ? {
+                BENCH_LIBRARY_DIST: args.base,
+                NODE_PATH: join(ROOT, 'node_modules'),
+                ...(args.baseFastBinding ? { BENCH_FAST_BINDING_DIR: args.baseFastBinding } : {}),
+              }
             : {};
         const execArgv = args.cpuProf
           ? [

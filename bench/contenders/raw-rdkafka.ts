@@ -19,7 +19,9 @@ import type { Contender } from './types';
 export const FAST_FETCH = { 'fetch.queue.backoff.ms': 10 } as const;
 
 /** Where `make fast-binding` (and `make bench`) build the companion binding (fast-binding/). */
-export const FAST_BINDING_DIR = join(__dirname, '..', '..', 'fast-binding');
+/** The companion binding's package (`BENCH_FAST_BINDING_DIR`: another build of it, for bench/ab.ts). */
+export const FAST_BINDING_DIR =
+  process.env.BENCH_FAST_BINDING_DIR ?? join(__dirname, '..', '..', 'fast-binding');
 
 /** Why the companion-binding contenders cannot run, or undefined when its build is there. */
 export function fastBindingMissing(): string | undefined {
