@@ -186,6 +186,8 @@ export async function fillTopic(
     if (failure) throw failure;
     onProgress(acked);
   } finally {
+    // A poll during the native disconnect can block the main thread for good.
+    producer.setPollInterval(0);
     await new Promise<void>((resolve) => producer.disconnect(() => resolve()));
   }
 }

@@ -51,6 +51,7 @@ async function produceTransactions(topic: string, txns: readonly Txn[]): Promise
       }
     }
   } finally {
+    producer.setPollInterval(0); // a poll during the native disconnect can hang the process
     await new Promise<void>((resolve) => producer.disconnect(() => resolve()));
   }
 }

@@ -101,6 +101,9 @@ async function withProducer<T>(
   try {
     return await fn(producer);
   } finally {
+    // Stop the poll interval first: a poll during the native disconnect can block the main
+    // thread for good (lib/testing/kafka-calls.ts, disconnect).
+    producer.setPollInterval(0);
     await new Promise<void>((resolve) => producer.disconnect(() => resolve()));
   }
 }
