@@ -25,6 +25,12 @@ export interface LoopHost {
   polled(at: number, progressed: boolean): void;
   observer(): EngineObserver;
   failWith(err: Error): void;
+  /**
+   * Whether the next call may be made before a full batch is dispatched. Off while offsets go
+   * through transactions (processTransactional()): a KIP-848 coordinator-freeze chaos run saw
+   * duplicated outputs twice in four runs with it on, cause not found yet.
+   */
+  readonly overlap: boolean;
 }
 
 export async function consumeLoop(
@@ -34,12 +40,13 @@ export async function consumeLoop(
 ): Promise<void> {
   const { seeks, rebalance, commits } = units;
   const { client, flow, cadence, dispatcher, positions, assignments, shutdown } = base;
-  let next: Promise<Message[]> | undefined;
-  let size = 0;
-  const call = (): Promise<Message[]> => {
-    const c = cadence.next(rebalance.busy || client.awaitingPoll || host.closing());
-    size = c.size;
-    return client.consume(c.size, c.timeoutMs);
+  /** The call in flight: its answer, and how many messages it asked for. */
+  let next: { batch: Promise<Message[]>; asked: number } | undefined;
+  const call = (): { batch: Promise<Message[]>; asked: number } => {
+    const { size, timeoutMs } = cadence.next(
+      rebalance.busy || client.awaitingPoll || host.closing(),
+    );
+    return { batch: client.consume(size, timeoutMs), asked: size };
   };
   try {
     while (host.polling()) {
@@ -48,12 +55,11 @@ export async function consumeLoop(
         if (flow.rewindsWaiting) await flow.applyRewinds();
         next = call();
       }
-      const asked = size;
-      const current = next;
+      const { batch: answer, asked } = next;
       next = undefined;
       let batch: Message[];
       try {
-        batch = await current;
+        batch = await answer;
       } catch (err) {
         host.failWith(toKafkaError(err, 'consume failed'));
         return;
@@ -64,12 +70,13 @@ export async function consumeLoop(
       const short = batch.length < asked;
       // The loop goes on after a full batch (nothing below awaits), so a call made here is awaited.
       if (
+        host.overlap &&
         !short &&
         host.polling() &&
         shutdown.stage !== 'disconnecting' &&
         !seeks.waiting &&
         !flow.rewindsWaiting &&
-        !positions.due(polledAt, short)
+        !positions.due(polledAt, false)
       )
         next = call();
       if (batch.length > 0) dispatcher.dispatch(batch, host.observer());
@@ -83,6 +90,6 @@ export async function consumeLoop(
     // The close disconnects once the loop ended, and a disconnect under a consume call crashes the
     // binding: a call still in flight (the loop stopped after a full batch, or its dispatch threw)
     // is awaited, its messages dropped (none handed out, none committed).
-    if (next !== undefined) await next.catch(() => undefined);
+    if (next !== undefined) await next.batch.catch(() => undefined);
   }
 }

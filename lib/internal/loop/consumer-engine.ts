@@ -248,6 +248,7 @@ export class ConsumerEngine implements ProcessorHost {
       },
       observer: () => this.observer,
       failWith: (err) => this.failWith(err),
+      overlap: this.commits === this.base.groupCommits,
     });
   }
 

@@ -80,13 +80,16 @@ export class FlowControl {
    * forever for acks that only more messages bring, a `bufferCount` tail).
    */
   afterPush(control: PartitionControl): void {
-    if (
-      !control.paused &&
-      (control.ledger.window >= this.settings.maxBufferedMessages ||
-        control.bufferedBytes >= this.bytesLimit())
-    ) {
+    if (!control.paused && this.full(control, this.bytesLimit())) {
       this.setBackpressure(control, true);
     }
+  }
+
+  /** Whether a partition holds enough to be paused, with `limit` its byte share. */
+  private full(control: PartitionControl, limit: number): boolean {
+    return (
+      control.ledger.window >= this.settings.maxBufferedMessages || control.bufferedBytes >= limit
+    );
   }
 
   /** A message finished: resume the partition once its buffer drained below the threshold. */
@@ -110,8 +113,7 @@ export class FlowControl {
     const limit = this.bytesLimit();
     for (const c of this.host.assignments.controls()) {
       if (!c.paused || !c.active) continue;
-      if (c.ledger.window < this.settings.maxBufferedMessages && c.bufferedBytes < limit)
-        this.setBackpressure(c, false);
+      if (!this.full(c, limit)) this.setBackpressure(c, false);
     }
   }
 
