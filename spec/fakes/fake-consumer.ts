@@ -118,6 +118,13 @@ export interface FakeOptions {
    * whose version barrier lost a race against one of its own threads (an outdated op).
    */
   losePauses?: number;
+  /**
+   * Off: an assigned partition whose committed offset is unstable (see pendingTxnOffsets) waits
+   * for it whatever else the assignment does. On (librdkafka 2.12, the default here): if the
+   * assignment changes while that fetch is in flight, librdkafka starts the partition at
+   * auto.offset.reset (here: offset 0) — it reads around the open transaction. @default true
+   */
+  unstableStartsAtReset?: boolean;
   /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
   connectErrorEvents?: Error[];
   /** Logs and committed offsets shared with other fakes: one group on one broker. */
@@ -829,16 +836,26 @@ export class FakeConsumer extends EventEmitter {
 
   committed(
     tps: { topic: string; partition: number }[],
-    _timeout: number,
-    cb: (err: null, r: TopicPartitionOffset[]) => void,
+    timeout: number,
+    cb: (err: Error | null, r: TopicPartitionOffset[]) => void,
   ): this {
     this.committedReads += 1;
-    setImmediate(() =>
+    // read_committed: librdkafka retries an "unstable offset commit" answer until the call's
+    // timeout, then answers ERR__TIMED_OUT.
+    const since = Date.now();
+    const answer = (): void => {
+      if (tps.some((t) => this.pendingTxnOffsets?.(key(t)) === true)) {
+        if (Date.now() - since >= timeout) {
+          cb(Object.assign(new Error('Local: Timed out'), { code: E.ERR__TIMED_OUT }), []);
+        } else setTimeout(answer, 5);
+        return;
+      }
       cb(
         null,
         tps.map((t) => ({ ...t, offset: this.commits.get(key(t)) ?? -1001 })),
-      ),
-    );
+      );
+    };
+    setImmediate(answer);
     return this;
   }
 
@@ -992,8 +1009,22 @@ export class FakeConsumer extends EventEmitter {
     this.pump();
   }
 
+  /** Partitions started at the reset offset while a transaction held offsets of them. */
+  readonly readAroundPending: string[] = [];
+
   private setAssignment(next: Assignment[]): void {
     const keep = new Set(next.map(key));
+    // librdkafka 2.12: an "unstable offset commit" answer arriving after the assignment changed is
+    // not retried; the partition goes back to pending with an INVALID offset, which starts it at
+    // auto.offset.reset (rd_kafka_assignment_apply_offsets).
+    if ((this.options.unstableStartsAtReset ?? true) && this.unstable.size > 0) {
+      for (const k of [...this.unstable]) {
+        if (!keep.has(k)) continue;
+        this.unstable.delete(k);
+        this.fetchPos.set(k, 0);
+        this.readAroundPending.push(k);
+      }
+    }
     for (const a of this.assignment) {
       if (!keep.has(key(a))) {
         this.fetchPos.delete(key(a));

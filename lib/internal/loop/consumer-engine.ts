@@ -134,6 +134,9 @@ export class ConsumerEngine implements ProcessorHost {
   commitThrough(commits: OffsetCommits): void {
     if (this.state.kind !== 'idle') throw new Error('commitThrough() after the consumer started');
     this.commits = commits;
+    // Offsets in transactions: every start is read stable and put in the assign call
+    // (start-positions.ts, on librdkafka reading around an open transaction).
+    this.base.startPositions.stableStarts = true;
   }
 
   /** Something changed outside the engine (a transaction settled): re-check what waits. */

@@ -165,7 +165,7 @@ export class RebalanceCoordinator {
         }
         // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
-          logger.error({ err: hookFailure }, 'the onAssign hook failed: closing');
+          logger.error({ err: hookFailure }, 'start positions not resolved: closing');
           shutdown.fail(hookFailure);
         }
       })

@@ -4,6 +4,14 @@
  * now (so that committing that start keeps the next owner from skipping records produced
  * meanwhile); and the completed-offset memories of the previous owner. All of it is resolved
  * before the assign call (librdkafka, and the whole group, waits for it), within a deadline.
+ *
+ * Under processTransactional() ({@link StartPositions.stableStarts}) every partition's start is
+ * looked up here and put in the assign call, never left to librdkafka: its own committed-offset
+ * fetch starts a partition at `auto.offset.reset` when the broker answered "unstable offset
+ * commit" (a transaction holding offsets of it is still open) and the assignment changed while
+ * that fetch was in flight (librdkafka 2.12, rdkafka_assignment.c) — reading around the open
+ * transaction, which repeats its inputs when it commits later (docs/binding-behaviours.md,
+ * "A pending transaction's offsets"). Here the lookup waits for the transaction to end instead.
  */
 import type { Logger } from '../../logger';
 import type { ConsumerSettings } from '../../config';
@@ -11,6 +19,7 @@ import { StartPositionError } from '../../errors';
 import type { StartPosition, TopicPartition } from '../../types';
 import type { CompletedStore } from '../commit/completed-store';
 import type { ConsumerClient } from '../binding/consumer-client';
+import type { TopicPartitionOffset } from '../binding/rdkafka';
 import { errorMessage, tpKey } from '../binding/rdkafka';
 import { timerDelay } from '../loop/timers';
 
@@ -30,11 +39,32 @@ export class StartPositions {
     private readonly store: CompletedStore | undefined,
   ) {}
 
+  /**
+   * Every start is looked up before the assign call and put in it, the group's committed offset
+   * read stable (waiting for an open transaction that holds offsets of the partition): set when
+   * offsets go through transactions, before the consumer starts.
+   */
+  stableStarts = false;
+
   /** Whether an assignment needs any lookup before its assign call. */
   get needed(): boolean {
     return (
-      this.settings.onAssign !== undefined || this.resetsToLatest() || this.store !== undefined
+      this.stableStarts ||
+      this.settings.onAssign !== undefined ||
+      this.resetsToLatest() ||
+      this.store !== undefined
     );
+  }
+
+  /**
+   * How long an assignment's lookups may take. A stable read waits for another member's open
+   * transaction (ended by its commit, its abort, or the broker at its `transaction.timeout.ms`),
+   * so it may take up to the rebalance deadline: librdkafka waits for the assign call meanwhile,
+   * and the consume loop keeps the member alive.
+   */
+  private get limitMs(): number {
+    const { drainTimeoutMs, commitTimeoutMs, maxPollIntervalMs } = this.settings;
+    return this.stableStarts ? maxPollIntervalMs : Math.min(drainTimeoutMs, 2 * commitTimeoutMs);
   }
 
   /**
@@ -44,20 +74,25 @@ export class StartPositions {
    * repeat what the application asked for.
    */
   async resolve(partitions: TopicPartition[], generation: number): Promise<StartChoices> {
-    const limitMs = Math.min(this.settings.drainTimeoutMs, 2 * this.settings.commitTimeoutMs);
+    const limitMs = this.limitMs;
     let timer: NodeJS.Timeout | undefined;
     const hooked = this.settings.onAssign !== undefined;
+    // A stable start is as binding as a hook's choice: starting elsewhere could repeat inputs.
+    const strict = hooked || this.stableStarts;
     const first = partitions[0] as TopicPartition;
+    const lookup = { over: false, deadline: Date.now() + limitMs };
     try {
       return await Promise.race([
-        this.startOffsets(partitions, generation),
+        this.startOffsets(partitions, generation, lookup),
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () =>
               reject(
-                hooked
+                strict
                   ? new StartPositionError(
-                      `Start positions were not resolved within ${limitMs} ms (onAssign hook and offset lookups)`,
+                      hooked
+                        ? `Start positions were not resolved within ${limitMs} ms (onAssign hook and offset lookups)`
+                        : `The group's committed offsets were not readable within ${limitMs} ms (max.poll.interval.ms) for ${describe(partitions)}: a transaction holding offsets of them stayed open, or the group coordinator did not answer; starting anywhere else could repeat or skip inputs`,
                       { topic: first.topic, partition: first.partition },
                     )
                   : new Error(`start offset lookup timed out after ${limitMs} ms`),
@@ -67,14 +102,59 @@ export class StartPositions {
         }),
       ]);
     } catch (err) {
-      if (!hooked || err instanceof StartPositionError) throw err;
+      if (!strict || err instanceof StartPositionError) throw err;
       throw new StartPositionError(
-        `Could not resolve the start positions the onAssign hook asked for: ${errorMessage(err)}`,
+        hooked
+          ? `Could not resolve the start positions the onAssign hook asked for: ${errorMessage(err)}`
+          : `Could not resolve the start positions of ${describe(partitions)}: ${errorMessage(err)}`,
         { topic: first.topic, partition: first.partition },
         { cause: err },
       );
     } finally {
+      lookup.over = true;
       clearTimeout(timer);
+    }
+  }
+
+  /**
+   * The group's committed offsets of `partitions`. In {@link stableStarts} mode a read that timed
+   * out — librdkafka retries an "unstable offset commit" answer until the call's timeout — or
+   * failed is asked again until it succeeds or the assignment's deadline passed (`lookup.over`).
+   * A partition answered with an error is never taken as "nothing committed" (a start at
+   * `auto.offset.reset` could skip or repeat records): that read fails.
+   */
+  private async committedOf(
+    partitions: TopicPartition[],
+    lookup: { readonly over: boolean; readonly deadline: number },
+  ): Promise<TopicPartitionOffset[]> {
+    const read = async (): Promise<TopicPartitionOffset[]> => {
+      // Never past the assignment's deadline: a close waits for a read still in flight.
+      const timeoutMs = Math.max(
+        1,
+        Math.min(this.settings.commitTimeoutMs, lookup.deadline - Date.now()),
+      );
+      const answer = await this.client.committed(partitions, timeoutMs);
+      const failed = answer.find((x) => (x as unknown) instanceof Error) as Error | undefined;
+      if (failed !== undefined) throw failed;
+      return answer;
+    };
+    if (!this.stableStarts) return read();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await read();
+      } catch (err) {
+        if (lookup.over) throw err;
+        if (attempt === 1) {
+          this.logger.info(
+            { err, partitions },
+            "waiting to read the group's committed offsets: a transaction holding offsets of these partitions is still open (unstable offset commit), or the coordinator did not answer; the assignment starts once they are known",
+          );
+        }
+        await new Promise((resolve) =>
+          setTimeout(resolve, timerDelay(Math.min(250, 50 * attempt))),
+        );
+        if (lookup.over) throw err;
+      }
     }
   }
 
@@ -88,9 +168,10 @@ export class StartPositions {
   private async startOffsets(
     partitions: TopicPartition[],
     generation: number,
+    lookup: { readonly over: boolean; readonly deadline: number },
   ): Promise<StartChoices> {
     const starts = new Map<string, number>();
-    const committed = await this.client.committed(partitions, this.settings.commitTimeoutMs);
+    const committed = await this.committedOf(partitions, lookup);
     const memories: Map<string, readonly number[]> = this.store
       ? await this.loadMemories(partitions, committed)
       : new Map<string, readonly number[]>();
@@ -118,11 +199,18 @@ export class StartPositions {
             );
           }
         }
-        if (position === undefined || position === 'committed') {
-          if (hasCommitted || !this.resetsToLatest()) return;
-          position = 'latest';
-        }
         const key = tpKey(tp.topic, tp.partition);
+        if (position === undefined || position === 'committed') {
+          if (hasCommitted) {
+            // Stable starts: librdkafka must not fetch the committed offset again itself.
+            if (this.stableStarts) starts.set(key, o);
+            return;
+          }
+          const reset = this.resetPolicy();
+          if (reset === 'latest') position = 'latest';
+          else if (reset === 'earliest' && this.stableStarts) position = 'earliest';
+          else return;
+        }
         const start = await this.resolvePosition(tp, position);
         starts.set(key, start);
         // A memory belongs to a start at the committed offset it was written for: a start chosen
@@ -204,10 +292,20 @@ export class StartPositions {
   }
 
   resetsToLatest(): boolean {
+    return this.resetPolicy() === 'latest';
+  }
+
+  /** `auto.offset.reset` (topic config first, then global; librdkafka's default: largest). */
+  private resetPolicy(): 'latest' | 'earliest' | 'error' {
     const raw =
       (this.settings.topicConfig as Record<string, unknown>)['auto.offset.reset'] ??
       (this.settings.globalConfig as Record<string, unknown>)['auto.offset.reset'] ??
       'largest';
-    return raw === 'largest' || raw === 'latest' || raw === 'end';
+    if (raw === 'largest' || raw === 'latest' || raw === 'end') return 'latest';
+    if (raw === 'smallest' || raw === 'earliest' || raw === 'beginning') return 'earliest';
+    return 'error';
   }
 }
+
+const describe = (partitions: readonly TopicPartition[]): string =>
+  partitions.map((tp) => `${tp.topic}[${tp.partition}]`).join(', ');
