@@ -25,12 +25,6 @@ export interface LoopHost {
   polled(at: number, progressed: boolean): void;
   observer(): EngineObserver;
   failWith(err: Error): void;
-  /**
-   * Whether the next call may be made before a full batch is dispatched. Off while offsets go
-   * through transactions (processTransactional()): a KIP-848 coordinator-freeze chaos run saw
-   * duplicated outputs twice in four runs with it on, cause not found yet.
-   */
-  readonly overlap: boolean;
 }
 
 export async function consumeLoop(
@@ -70,7 +64,6 @@ export async function consumeLoop(
       const short = batch.length < asked;
       // The loop goes on after a full batch (nothing below awaits), so a call made here is awaited.
       if (
-        host.overlap &&
         !short &&
         host.polling() &&
         shutdown.stage !== 'disconnecting' &&

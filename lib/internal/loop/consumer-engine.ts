@@ -251,7 +251,6 @@ export class ConsumerEngine implements ProcessorHost {
       },
       observer: () => this.observer,
       failWith: (err) => this.failWith(err),
-      overlap: this.commits === this.base.groupCommits,
     });
   }
 
