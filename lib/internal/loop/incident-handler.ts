@@ -52,6 +52,11 @@ export class Incidents {
 
   constructor(private readonly host: IncidentHost) {}
 
+  /** Whether an authentication refusal was reported while connecting (not taken yet). */
+  get refusedWhileConnecting(): boolean {
+    return this.connectRefusal !== undefined;
+  }
+
   /** The authentication refusal that explains a failed connect (then forgotten). */
   takeConnectRefusal(): AuthenticationError | undefined {
     const refusal = this.connectRefusal;
