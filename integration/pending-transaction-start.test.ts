@@ -73,9 +73,14 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
             'enable.auto.commit': false,
             ...(config as Record<string, unknown>),
             rebalance_cb: (err: Kafka.LibrdKafkaError, assignment: Kafka.Assignment[]) => {
-              if (err.code === Kafka.CODES.ERRORS.ERR__ASSIGN_PARTITIONS) {
-                first.incrementalAssign(assignment);
-              } else first.incrementalUnassign(assignment);
+              try {
+                if (err.code === Kafka.CODES.ERRORS.ERR__ASSIGN_PARTITIONS) {
+                  first.incrementalAssign(assignment);
+                } else first.incrementalUnassign(assignment);
+              } catch {
+                // node-rdkafka refuses the call once its disconnect began: librdkafka's close
+                // releases the assignment itself.
+              }
             },
           } as Kafka.ConsumerGlobalConfig,
           { 'auto.offset.reset': 'earliest' },
@@ -127,6 +132,12 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
           await waitFor(() => first.assignments().length < PARTITIONS, {
             timeoutMs: 60_000,
             what: 'the first member to give partitions up',
+          });
+          // The first member leaves gracefully: unsubscribed, its revoke answered, then closed.
+          first.unsubscribe();
+          await waitFor(() => first.assignments().length === 0, {
+            timeoutMs: 30_000,
+            what: 'the first member to release its partitions',
           });
           clearInterval(firstPolling);
           await call((cb) => first.disconnect(cb));

@@ -119,4 +119,55 @@ describe('processTransactional(): a partition whose offsets an open transaction 
     assert.deepEqual(r.handled.get(0), undefined);
     assert.equal(s.fake().commits.get(`${T}[0]`), 5, 'the group still holds what it held');
   });
+
+  for (const protocol of ['COOPERATIVE', 'EAGER'] as const) {
+    it(`${protocol}: close() while it waits ends promptly, nothing handled or committed, no read after it`, async () => {
+      const s = transactionalHarness({}, { closeTimeoutMs: 4000 }, { protocol });
+      const r = run(s);
+      await until(() => s.fake().isConnected(), 'connect');
+      s.fake().produce(T, 0, 20);
+      openTransaction(s, 5);
+      s.fake().rebalanceAssign([tp(0)]);
+      await until(() => s.fake().committedReads >= 1, 'the stable read');
+      const startedAt = Date.now();
+      await s.consumer.close();
+      const closeMs = Date.now() - startedAt;
+      const reads = s.fake().committedReads;
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      assert.ok(closeMs < 2500, `close() took ${closeMs} ms (its deadline: 4000 ms)`);
+      assert.equal(s.fake().committedReads, reads, 'no committed() read after close()');
+      assert.equal(r.handled.get(0), undefined);
+      assert.equal(r.error(), undefined, 'a close is no failure');
+      assert.equal(s.fake().commits.get(`${T}[0]`), 5);
+      assert.deepEqual(s.fake().readAroundPending, []);
+    });
+  }
+
+  for (const reset of ['earliest', 'latest'] as const) {
+    it(`auto.offset.reset=${reset}, nothing committed, the reset position's lookup fails: librdkafka resets, the consumer goes on`, async () => {
+      const s = transactionalHarness({}, { topicConfig: { 'auto.offset.reset': reset } });
+      const r = run(s);
+      await until(() => s.fake().isConnected(), 'connect');
+      const fake = s.fake();
+      fake.produce(T, 0, 10);
+      const query = fake.queryWatermarkOffsets.bind(fake);
+      let failed = false;
+      fake.queryWatermarkOffsets = ((...args: Parameters<typeof query>) => {
+        if (!failed) {
+          failed = true;
+          const cb = args[3] as unknown as (err: Error) => void;
+          setImmediate(() =>
+            cb(Object.assign(new Error('Broker: Leader not available'), { code: 5 })),
+          );
+          return fake;
+        }
+        return query(...args);
+      }) as typeof fake.queryWatermarkOffsets;
+      fake.rebalanceAssign([tp(0)]);
+      await until(() => failed, 'the failed lookup');
+      fake.produce(T, 0, 5);
+      await until(() => (r.handled.get(0)?.length ?? 0) > 0, 'records handled');
+      assert.equal(r.error(), undefined, `the consumer stopped: ${String(r.error())}`);
+    });
+  }
 });

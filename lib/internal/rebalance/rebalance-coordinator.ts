@@ -26,7 +26,7 @@ import type { Assignments } from './assignments';
 import { lostOnArrival, revoke } from './revoke-protocol';
 import type { RevokeHook } from './revoke-hook';
 import type { RevokeContext, RevokeParts } from './revoke-protocol';
-import { NO_START_CHOICES } from './start-positions';
+import { NO_START_CHOICES, StartLookup } from './start-positions';
 import type { StartChoices, StartPositions } from './start-positions';
 
 export type { Stage } from '../loop/shutdown';
@@ -56,6 +56,7 @@ interface PendingAssign {
   generation: number;
   readonly partitions: TopicPartition[];
   applied: boolean;
+  readonly lookup: StartLookup;
 }
 
 export class RebalanceCoordinator {
@@ -136,16 +137,20 @@ export class RebalanceCoordinator {
     this.suspectLost = undefined;
     const partitions = list(assignment);
     if (partitions.length === 0 || shutdown.stage === 'disconnecting' || !startPositions.needed) {
-      this.applyAssign(generation, partitions, NO_START_CHOICES);
+      const unknown = shutdown.stage === 'disconnecting' && startPositions.stableStarts;
+      this.applyAssign(generation, unknown ? [] : partitions, NO_START_CHOICES);
       return;
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
     let hookFailure: Error | undefined;
-    const pending: PendingAssign = { generation, partitions, applied: false };
+    const lookup = new StartLookup();
+    const pending: PendingAssign = { generation, partitions, applied: false, lookup };
     this.pendingAssign = pending;
     const task = startPositions
-      .resolve(partitions, generation)
+      .resolve(partitions, generation, lookup)
       .catch((err: unknown) => {
+        // Cancelled: answered without its offsets already (a revoke or the close).
+        if (lookup.cancelled) return NO_START_CHOICES;
         if (err instanceof StartPositionError) {
           hookFailure = err;
         } else {
@@ -161,7 +166,9 @@ export class RebalanceCoordinator {
         // Answered already, without start offsets (see answerPending), or not.
         if (!pending.applied) {
           pending.applied = true;
-          this.applyAssign(pending.generation, partitions, choices);
+          // Stable starts: a partition whose start is unknown is not assigned (the consumer stops).
+          const failed = hookFailure !== undefined && startPositions.stableStarts;
+          this.applyAssign(pending.generation, failed ? [] : partitions, choices);
         }
         // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
@@ -180,22 +187,15 @@ export class RebalanceCoordinator {
   }
 
   /**
-   * Before the binding disconnects: a new generation, so that a revoke still in flight (one the
-   * close deadline left behind) never unassigns an eager assignment the close releases itself —
-   * that call would race with the close's end (docs/binding-behaviours.md, "An assignment during
-   * the close"). Under cooperative rebalancing its partitions still assigned are unassigned (the
-   * close waits for that answer).
+   * Before the binding disconnects: a new generation, so that a revoke the close deadline left
+   * behind never unassigns an eager assignment the close releases itself (docs/binding-behaviours.md,
+   * "An assignment during the close"). An assignment waiting for its offsets moves into it.
    */
   beforeDisconnect(): void {
-    // An assignment still waiting for its start offsets is not overtaken: it is answered in the
-    // new generation (a cooperative close waits for that answer).
     this.nextGenerationKeepingPending();
   }
 
-  /**
-   * Opens a generation that does not overtake an assignment still waiting for its start offsets:
-   * that one moves into it (and is applied, not skipped, once its offsets are known).
-   */
+  /** A new generation; an assignment waiting for its start offsets moves into it (not skipped). */
   private nextGenerationKeepingPending(): number {
     const generation = this.parts.calls.nextGeneration();
     if (this.pendingAssign && !this.pendingAssign.applied)
@@ -204,21 +204,22 @@ export class RebalanceCoordinator {
   }
 
   /**
-   * Answers an assignment whose start offsets are still being looked up, without them: a revoke
-   * or a close must never find librdkafka still waiting for an assign call (its close would wait
-   * for it forever). The partitions are then revoked at once, so nothing starts from a wrong place:
-   * the memory is not used (work is redone), the hook's choice and a `latest` start are not needed.
+   * Answers an assignment still waiting for its start offsets, without them (a revoke or a close
+   * must never find librdkafka waiting for an assign call): its partitions are revoked at once.
    */
   answerPending(why: string): void {
     const pending = this.pendingAssign;
     if (!pending || pending.applied) return;
     pending.applied = true;
     this.pendingAssign = undefined;
+    // Stable starts: not assigned at all (librdkafka's own fetch may read around a transaction).
+    const stable = this.parts.startPositions.stableStarts;
+    if (stable) pending.lookup.cancel();
     this.parts.logger.info(
-      { generation: pending.generation, partitions: pending.partitions, why },
+      { generation: pending.generation, partitions: pending.partitions, why, assigned: !stable },
       'answering an assignment before its start offsets were resolved',
     );
-    this.applyAssign(pending.generation, pending.partitions, NO_START_CHOICES);
+    this.applyAssign(pending.generation, stable ? [] : pending.partitions, NO_START_CHOICES);
   }
 
   private applyAssign(

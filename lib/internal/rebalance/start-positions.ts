@@ -31,6 +31,27 @@ export interface StartChoices {
 
 export const NO_START_CHOICES: StartChoices = { starts: new Map(), memories: new Map() };
 
+/** One assignment's lookups: cancelled when the assignment is answered without them. */
+export class StartLookup {
+  over = false;
+  deadline = Infinity;
+  private stop: ((err: Error) => void) | undefined;
+  readonly stopped = new Promise<never>((_, reject) => (this.stop = reject));
+
+  constructor() {
+    this.stopped.catch(() => undefined);
+  }
+
+  cancelled = false;
+
+  /** No more reads; the resolve ends at once (its result is not used). */
+  cancel(): void {
+    this.over = true;
+    this.cancelled = true;
+    this.stop?.(new Error('start offset lookup cancelled: the assignment was answered without it'));
+  }
+}
+
 export class StartPositions {
   constructor(
     private readonly client: ConsumerClient,
@@ -73,17 +94,22 @@ export class StartPositions {
    * failed or timed out) is a {@link StartPositionError}: silently starting elsewhere could skip or
    * repeat what the application asked for.
    */
-  async resolve(partitions: TopicPartition[], generation: number): Promise<StartChoices> {
+  async resolve(
+    partitions: TopicPartition[],
+    generation: number,
+    lookup: StartLookup = new StartLookup(),
+  ): Promise<StartChoices> {
     const limitMs = this.limitMs;
     let timer: NodeJS.Timeout | undefined;
     const hooked = this.settings.onAssign !== undefined;
     // A stable start is as binding as a hook's choice: starting elsewhere could repeat inputs.
     const strict = hooked || this.stableStarts;
     const first = partitions[0] as TopicPartition;
-    const lookup = { over: false, deadline: Date.now() + limitMs };
+    lookup.deadline = Date.now() + limitMs;
     try {
       return await Promise.race([
         this.startOffsets(partitions, generation, lookup),
+        lookup.stopped,
         new Promise<never>((_, reject) => {
           timer = setTimeout(
             () =>
@@ -99,6 +125,7 @@ export class StartPositions {
               ),
             timerDelay(limitMs),
           );
+          timer.unref();
         }),
       ]);
     } catch (err) {
@@ -125,13 +152,15 @@ export class StartPositions {
    */
   private async committedOf(
     partitions: TopicPartition[],
-    lookup: { readonly over: boolean; readonly deadline: number },
+    lookup: StartLookup,
   ): Promise<TopicPartitionOffset[]> {
     const read = async (): Promise<TopicPartitionOffset[]> => {
-      // Never past the assignment's deadline: a close waits for a read still in flight.
+      // Never past the assignment's deadline, and a stable read in steps of at most a second:
+      // a close waits for a read still in flight.
+      const stepMs = this.stableStarts ? 1000 : Infinity;
       const timeoutMs = Math.max(
         1,
-        Math.min(this.settings.commitTimeoutMs, lookup.deadline - Date.now()),
+        Math.min(this.settings.commitTimeoutMs, stepMs, lookup.deadline - Date.now()),
       );
       const answer = await this.client.committed(partitions, timeoutMs);
       const failed = answer.find((x) => (x as unknown) instanceof Error) as Error | undefined;
@@ -140,6 +169,8 @@ export class StartPositions {
     };
     if (!this.stableStarts) return read();
     for (let attempt = 1; ; attempt++) {
+      if (lookup.over || this.client.disconnectStarted)
+        throw new Error('start offset lookup ended');
       try {
         return await read();
       } catch (err) {
@@ -151,7 +182,7 @@ export class StartPositions {
           );
         }
         await new Promise((resolve) =>
-          setTimeout(resolve, timerDelay(Math.min(250, 50 * attempt))),
+          setTimeout(resolve, timerDelay(Math.min(250, 50 * attempt))).unref(),
         );
         if (lookup.over) throw err;
       }
@@ -168,7 +199,7 @@ export class StartPositions {
   private async startOffsets(
     partitions: TopicPartition[],
     generation: number,
-    lookup: { readonly over: boolean; readonly deadline: number },
+    lookup: StartLookup,
   ): Promise<StartChoices> {
     const starts = new Map<string, number>();
     const committed = await this.committedOf(partitions, lookup);
@@ -211,7 +242,19 @@ export class StartPositions {
           else if (reset === 'earliest' && this.stableStarts) position = 'earliest';
           else return;
         }
-        const start = await this.resolvePosition(tp, position);
+        let start: number;
+        try {
+          start = await this.resolvePosition(tp, position);
+        } catch (err) {
+          // Nothing committed and nothing pending (the stable read said so): librdkafka's own
+          // reset reads around nothing, so without a hook a failed end/start lookup is not fatal.
+          if (hook || !this.stableStarts) throw err;
+          this.logger.warn(
+            { err, topic: tp.topic, partition: tp.partition, position },
+            'could not look up the reset position of a partition with nothing committed: librdkafka applies auto.offset.reset itself',
+          );
+          return;
+        }
         starts.set(key, start);
         // A memory belongs to a start at the committed offset it was written for: a start chosen
         // elsewhere (a replay from 'earliest', say) runs everything from there.
