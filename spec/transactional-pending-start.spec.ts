@@ -14,6 +14,7 @@ import { StartPositionError } from '../lib';
 import type { KafkaMessage, OutputRecord } from '../lib';
 import { T, tp, until } from './helpers/harness';
 import { transactionalHarness } from './helpers/transactional';
+import { captureLogger } from './helpers/observability';
 
 describe('processTransactional(): a partition whose offsets an open transaction holds', () => {
   let subs: Subscription[] = [];
@@ -115,6 +116,7 @@ describe('processTransactional(): a partition whose offsets an open transaction 
     const err = r.error();
     assert.ok(err instanceof StartPositionError, String(err));
     assert.match(err.message, /max\.poll\.interval\.ms/);
+    assert.match(err.message, /last answer: .*Timed out/);
     assert.match(err.message, new RegExp(`${T}\\[0\\]`));
     assert.deepEqual(r.handled.get(0), undefined);
     assert.equal(s.fake().commits.get(`${T}[0]`), 5, 'the group still holds what it held');
@@ -170,4 +172,52 @@ describe('processTransactional(): a partition whose offsets an open transaction 
       assert.equal(r.error(), undefined, `the consumer stopped: ${String(r.error())}`);
     });
   }
+
+  it('a refused read (authorization) stops the consumer at once with a StartPositionError naming it, nothing handled', async () => {
+    const s = transactionalHarness({}, {}, { protocol: 'COOPERATIVE' });
+    const r = run(s);
+    await until(() => s.fake().isConnected(), 'connect');
+    const fake = s.fake();
+    fake.produce(T, 0, 10);
+    const refusal = new Error('Broker: Group authorization failed');
+    fake.committed = ((_tps: unknown, _timeout: number, cb: (e: null, r: unknown[]) => void) => {
+      setImmediate(() => cb(null, [refusal]));
+      return fake;
+    }) as unknown as typeof fake.committed;
+    const startedAt = Date.now();
+    fake.rebalanceAssign([tp(0)]);
+    await until(() => r.error() !== undefined, 'the consumer to stop');
+    const err = r.error();
+    assert.ok(err instanceof StartPositionError, String(err));
+    assert.match(err.message, /Group authorization failed/);
+    assert.ok(Date.now() - startedAt < 3000, 'not waited out until max.poll.interval.ms');
+    assert.equal(r.handled.get(0), undefined);
+  });
+
+  it('warns at the start when a crashed member’s transaction could outlast the next owner’s wait (transaction.timeout.ms vs max.poll.interval.ms)', async () => {
+    const { logger, lines } = captureLogger();
+    const s = transactionalHarness(
+      {},
+      {
+        logger,
+        commitTimeoutMs: 2000,
+        config: { 'max.poll.interval.ms': 20_000, 'session.timeout.ms': 6000 },
+      },
+    );
+    subs.push(
+      s.consumer
+        .processTransactional(() => [], {
+          transactionalId: 'tx-warn',
+          producerConfig: { 'transaction.timeout.ms': 15_000 },
+        })
+        .subscribe({ error: () => undefined }),
+    );
+    await until(() => s.fake().isConnected(), 'connect');
+    const warning = lines.find(
+      (l) => l.level === 40 && /not below max\.poll\.interval\.ms/.test(String(l.msg)),
+    );
+    assert.ok(warning, 'the warning');
+    assert.equal(warning.transactionTimeoutMs, 15_000);
+    assert.equal(warning.maxPollIntervalMs, 20_000);
+  });
 });

@@ -68,6 +68,16 @@ export function transactionalMode<K, V>(
       ? 'transactional producer: a random transactional.id (no instanceId, group.instance.id or StatefulSet pod name), so a crash leaves its open transaction blocking read_committed readers of the outputs until transaction.timeout.ms'
       : 'transactional producer: transactional.id and transaction.timeout.ms chosen',
   );
+  // A killed member's open transaction holds its partitions' next owner (which waits for it, up to
+  // max.poll.interval.ms: docs/exactly-once.md, "Where a partition starts") until the broker
+  // aborts it, up to transaction.timeout.ms plus its 10 s scan after the transaction began.
+  const { maxPollIntervalMs } = host.settings;
+  if (resolved.transactionTimeoutMs + 10_000 >= maxPollIntervalMs) {
+    logger.warn(
+      { transactionTimeoutMs: resolved.transactionTimeoutMs, maxPollIntervalMs },
+      'transaction.timeout.ms (+ the broker’s 10 s abort scan) is not below max.poll.interval.ms: after a crash, the next owner of its partitions may stop with a StartPositionError before the broker aborts the open transaction; lower transaction.timeout.ms or raise max.poll.interval.ms',
+    );
+  }
   const producer = new TransactionalProducer(
     resolved.transactionalId,
     resolved.producerConfig,

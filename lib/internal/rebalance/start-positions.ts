@@ -43,6 +43,8 @@ export class StartLookup {
   }
 
   cancelled = false;
+  /** The last failed read's error (named by the failure at the deadline). */
+  lastError: unknown;
 
   /** No more reads; the resolve ends at once (its result is not used). */
   cancel(): void {
@@ -118,8 +120,9 @@ export class StartPositions {
                   ? new StartPositionError(
                       hooked
                         ? `Start positions were not resolved within ${limitMs} ms (onAssign hook and offset lookups)`
-                        : `The group's committed offsets were not readable within ${limitMs} ms (max.poll.interval.ms) for ${describe(partitions)}: a transaction holding offsets of them stayed open, or the group coordinator did not answer; starting anywhere else could repeat or skip inputs`,
+                        : `The group's committed offsets were not readable within ${limitMs} ms (max.poll.interval.ms) for ${describe(partitions)}: a transaction holding offsets of them stayed open, or the group coordinator did not answer (last answer: ${lookup.lastError === undefined ? 'none' : errorMessage(lookup.lastError)}); starting anywhere else could repeat or skip inputs`,
                       { topic: first.topic, partition: first.partition },
+                      { cause: lookup.lastError },
                     )
                   : new Error(`start offset lookup timed out after ${limitMs} ms`),
               ),
@@ -174,7 +177,10 @@ export class StartPositions {
       try {
         return await read();
       } catch (err) {
-        if (lookup.over) throw err;
+        lookup.lastError = err;
+        // Only a timeout (librdkafka's retries of "unstable offset commit" ran out) or a transient
+        // failure is worth waiting out; a refusal (authorization) is not.
+        if (lookup.over || PERMANENT.test(errorMessage(err))) throw err;
         if (attempt === 1) {
           this.logger.info(
             { err, partitions },
@@ -349,6 +355,9 @@ export class StartPositions {
     return 'error';
   }
 }
+
+/** Answers a stable read is not retried on. */
+const PERMANENT = /authoriz/i;
 
 const describe = (partitions: readonly TopicPartition[]): string =>
   partitions.map((tp) => `${tp.topic}[${tp.partition}]`).join(', ');
