@@ -220,4 +220,31 @@ describe('processTransactional(): a partition whose offsets an open transaction 
     assert.equal(warning.transactionTimeoutMs, 15_000);
     assert.equal(warning.maxPollIntervalMs, 20_000);
   });
+
+  it('COOPERATIVE: close() while it waits; the close revokes the group view (the partition answered empty): that revoke is answered', async () => {
+    const s = transactionalHarness({}, { closeTimeoutMs: 4000 }, { protocol: 'COOPERATIVE' });
+    const r = run(s);
+    await until(() => s.fake().isConnected(), 'connect');
+    const fake = s.fake();
+    fake.produce(T, 0, 20);
+    openTransaction(s, 5);
+    // librdkafka's group view holds T[0] from the assign callback on, whatever the answer; its
+    // unsubscribe (the close) revokes that view.
+    fake.unsubscribe = (() => {
+      fake.calls.push({ op: 'unsubscribe' } as (typeof fake.calls)[number]);
+      setImmediate(() => fake.rebalanceRevoke([tp(0)]));
+      return fake;
+    }) as typeof fake.unsubscribe;
+    fake.rebalanceAssign([tp(0)]);
+    await until(() => fake.committedReads >= 1, 'the stable read');
+    await s.consumer.close();
+    assert.equal(r.error(), undefined);
+    assert.equal(fake.revokeInProgress, false, 'librdkafka still waits for the revoke’s answer');
+    assert.ok(
+      fake.calls.some((c) => c.op === 'incrementalUnassign' && c.partitions?.length === 0),
+      'answered with an empty incremental unassign',
+    );
+    assert.equal(r.handled.get(0), undefined);
+    assert.equal(fake.commits.get(`${T}[0]`), 5);
+  });
 });

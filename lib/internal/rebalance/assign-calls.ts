@@ -132,13 +132,13 @@ export class AssignCalls {
     } catch (err) {
       const code = kafkaCodeOf(err);
       if (protocol === 'COOPERATIVE' && code === Code.INVALID_ARG) {
-        // Some partitions were no longer assigned: unassign the ones that still are.
+        // Some partitions were no longer assigned: unassign the ones that still are — even none,
+        // for a current revoke: librdkafka waits for an answer (its group view may name partitions
+        // answered without being assigned: an assignment answered empty under stable starts).
         try {
           const targets = stillAssigned(partitions);
-          if (targets.length > 0) {
-            raw.incrementalUnassign(targets);
-            this.fetchers.wake();
-          }
+          if (targets.length > 0 || !stale) raw.incrementalUnassign(targets);
+          if (targets.length > 0) this.fetchers.wake();
           this.logger.info(
             { partitions, unassigned: targets, generation },
             'unassigned the partitions still assigned',
