@@ -46,8 +46,12 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
   }).filter(([name]) => name !== 'eager');
 
   for (const [protocol, config] of PROTOCOLS) {
-    for (const outcome of ['committed', 'aborted'] as const) {
-      it(`${protocol}: the next owner waits for the transaction, then starts where its ${outcome} outcome leaves the group`, async () => {
+    for (const outcome of ['committed', 'aborted', 'closed'] as const) {
+      const title =
+        outcome === 'closed'
+          ? `${protocol}: the next owner closed while it waits: close() ends well within its deadline, nothing handled; a later owner starts where the aborted transaction leaves the group`
+          : `${protocol}: the next owner waits for the transaction, then starts where its ${outcome} outcome leaves the group`;
+      it(title, async () => {
         const topic = uniqueName(`pending-start-${protocol}`);
         const group = uniqueName(`pending-start-group-${protocol}`);
         await createTopic(topic, PARTITIONS);
@@ -113,21 +117,26 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
 
           // The next owner joins; it gets the partitions in two steps.
           const handled: { partition: number; offset: number }[] = [];
-          const next = consumer('next', {
-            config: { 'group.id': group, ...(config as Record<string, unknown>) },
-            topics: [topic],
-          });
-          subs.push(
-            next
-              .processTransactional(
-                (m: KafkaMessage): OutputRecord[] => {
-                  handled.push({ partition: m.partition, offset: m.offset });
-                  return [];
-                },
-                { transactionalId: uniqueName('pending-start-next') },
-              )
-              .subscribe({ error: (err: unknown) => output.logger('test').error({ err }) }),
-          );
+          const owner = (name: string) => {
+            const c = consumer(name, {
+              config: { 'group.id': group, ...(config as Record<string, unknown>) },
+              topics: [topic],
+              closeTimeoutMs: 30_000,
+            });
+            subs.push(
+              c
+                .processTransactional(
+                  (m: KafkaMessage): OutputRecord[] => {
+                    handled.push({ partition: m.partition, offset: m.offset });
+                    return [];
+                  },
+                  { transactionalId: uniqueName(`pending-start-${name}`) },
+                )
+                .subscribe({ error: (err: unknown) => output.logger('test').error({ err }) }),
+            );
+            return c;
+          };
+          const next = owner('next');
           const firstPolling = setInterval(() => first.consume(1, () => undefined), 50);
           await waitFor(() => first.assignments().length < PARTITIONS, {
             timeoutMs: 60_000,
@@ -154,6 +163,16 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
             await new Promise((resolve) => setTimeout(resolve, 50));
           }
 
+          if (outcome === 'closed') {
+            // librdkafka waits for the assign call meanwhile; the close must answer it (and the
+            // revoke of what librdkafka's group view holds) and leave, not wait out its deadline.
+            const closing = Date.now();
+            await next.close();
+            const closeMs = Date.now() - closing;
+            assert.ok(closeMs < 12_000, `close() took ${closeMs} ms (deadline 30 s)`);
+            assert.deepEqual(handled, [], 'nothing handled by the member that closed');
+            owner('later');
+          }
           if (outcome === 'committed') await call((cb) => txn.commitTransaction(15_000, cb));
           else await call((cb) => txn.abortTransaction(15_000, cb));
           const from = outcome === 'committed' ? PENDING : COMMITTED;
