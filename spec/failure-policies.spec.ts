@@ -4,6 +4,7 @@ import { lastValueFrom, toArray } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import {
   AuthenticationError,
+  ConnectError,
   ConfigError,
   DEAD_LETTER_HEADERS,
   DeadLetterError,
@@ -617,6 +618,36 @@ describe('client errors, offset resets and authentication', () => {
     assert.equal(err.code, ErrorCode.Authentication);
     assert.equal(err.kafkaCode, E.ERR__AUTHENTICATION);
     assert.match(err.message, /fake:9092/);
+  });
+
+  it('ends with an AuthenticationError when only librdkafka’s log said the login was refused (the connect failed with a transport failure, no error event)', async () => {
+    const s = setup({
+      connectError: 'Local: Broker transport failure',
+      connectLogs: [
+        {
+          fac: 'FAIL',
+          severity: 4,
+          message:
+            '[thrd:sasl_plaintext://127.0.0.1:9094/bootstrap]: sasl_plaintext://127.0.0.1:9094/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 312ms in state AUTH_REQ)',
+        },
+      ],
+    });
+    const startedAt = Date.now();
+    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof AuthenticationError, String(err));
+    assert.equal(err.kafkaCode, E.ERR__AUTHENTICATION);
+    assert.match(err.message, /invalid credentials/);
+    assert.ok(Date.now() - startedAt < 900, 'no wait for an error event once the log said why');
+  });
+
+  it('a connect that fails without any refusal still ends with a ConnectError', async () => {
+    const s = setup({ connectError: 'Local: Broker transport failure' });
+    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ConnectError, String(err));
   });
 
   it('rides out one refusal while running, and ends with an AuthenticationError when refusals last', async () => {

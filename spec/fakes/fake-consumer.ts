@@ -125,6 +125,8 @@ export interface FakeOptions {
    * auto.offset.reset (here: offset 0) — it reads around the open transaction. @default true
    */
   unstableStartsAtReset?: boolean;
+  /** `event.log` lines emitted while a failing connect runs (before its error events). */
+  connectLogs?: { fac: string; severity: number; message: string }[];
   /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
   connectErrorEvents?: Error[];
   /** Logs and committed offsets shared with other fakes: one group on one broker. */
@@ -456,6 +458,7 @@ export class FakeConsumer extends EventEmitter {
     this.record({ op: 'connect' });
     setImmediate(() => {
       if (this.options.connectError) {
+        for (const l of this.options.connectLogs ?? []) this.emit('event.log', l);
         for (const e of this.options.connectErrorEvents ?? []) this.emit('event.error', e);
         cb(new Error(this.options.connectError));
       } else {

@@ -12,7 +12,7 @@ import type { KafkaClientError } from '../../errors';
 import type { ConsumerEvent } from '../../types';
 import type { OffsetReset } from '../binding/client-error-classifier';
 import type { ConsumerClient } from '../binding/consumer-client';
-import { Code } from '../binding/rdkafka';
+import { Code, toKafkaError } from '../binding/rdkafka';
 import type { Shutdown } from './shutdown';
 import type { Conditions } from './wait-conditions';
 
@@ -108,6 +108,19 @@ export class Incidents {
       'static member fenced: closing the consumer',
     );
     return failure;
+  }
+
+  /**
+   * A librdkafka log line while connecting: its "SASL authentication error" line is the refusal
+   * when no error event names it (under load the connect has failed with only "broker transport
+   * failure" while the log said why at once).
+   */
+  logged(log: { readonly severity: number; readonly message: string }): void {
+    if (this.host.stage() !== 'connecting' || this.connectRefusal !== undefined) return;
+    if (log.severity > 4 || !SASL_REFUSED.test(log.message)) return;
+    this.authenticationRefused(
+      toKafkaError({ code: Code.AUTHENTICATION, message: log.message }, 'authentication refused'),
+    );
   }
 
   /**
@@ -263,3 +276,7 @@ export class Incidents {
     );
   }
 }
+
+/** librdkafka's log line for a login the broker refused (SASL). */
+const SASL_REFUSED =
+  /SASL authentication error|SASL .*authentication failed|Authentication failed during authentication/i;

@@ -59,6 +59,7 @@ export function applyVerdict(
       return;
     case 'log':
       logger[verdict.level](context, verdict.log.message);
+      incidents.logged(verdict.log);
       return;
     default:
       assertNever(verdict);
