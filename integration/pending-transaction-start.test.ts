@@ -4,6 +4,7 @@ import type { KafkaMessage, OutputRecord } from '../lib';
 import { protocolVariants } from './chaos/protocols';
 import {
   BROKERS,
+  call,
   committedOffsets,
   commitOffsetsForGroup,
   createTopic,
@@ -31,9 +32,6 @@ const PARTITIONS = 4;
 const PER_PARTITION = 30;
 const COMMITTED = 5;
 const PENDING = 10;
-
-const call = (fn: (cb: (err: unknown) => void) => void): Promise<void> =>
-  new Promise((resolve, reject) => fn((err) => (err ? reject(err as Error) : resolve())));
 
 describe('a partition whose offsets an open transaction holds (real broker)', function () {
   this.timeout(180_000);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import * as Kafka from 'node-rdkafka';
 import { startTestCluster } from '../lib/testing';
 import type { TestCluster } from '../lib/testing';
-import { BROKERS } from './helpers/kafka';
+import { BROKERS, call } from './helpers/kafka';
 
 /**
  * The testing kit against a real broker (`startTestCluster({ bootstrapServers })`): what the
@@ -29,8 +29,6 @@ describe('testing kit on a real broker', function () {
     await new Promise<void>((resolve, reject) =>
       producer.connect({}, (err) => (err ? reject(err) : resolve())),
     );
-    const call = (f: (cb: (err: unknown) => void) => void): Promise<void> =>
-      new Promise((resolve, reject) => f((err) => (err ? reject(err) : resolve())));
     await call((cb) => producer.initTransactions(30_000, cb));
     const close = () => new Promise<void>((resolve) => producer.disconnect(() => resolve()));
     return { producer, call, close };

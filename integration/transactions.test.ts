@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import * as Kafka from 'node-rdkafka';
 import {
   BROKERS,
+  call,
   committedOffsets,
   createTopic,
   highWatermarks,
@@ -20,8 +21,6 @@ import { seededRandom } from './helpers/random';
  * offsets a consumer sees have gaps. The consumer must read exactly the right records and still
  * commit the end of the log (markers included) when it closes.
  */
-const call = (fn: (cb: (err: unknown) => void) => void): Promise<void> =>
-  new Promise((resolve, reject) => fn((err) => (err ? reject(err as Error) : resolve())));
 
 interface Txn {
   commit: boolean;

@@ -345,6 +345,10 @@ export async function waitFor(
   }
 }
 
+/** A node-rdkafka call that answers through an error-first callback, as a promise. */
+export const call = (fn: (cb: (err: unknown) => void) => void): Promise<void> =>
+  new Promise((resolve, reject) => fn((err) => (err ? reject(err as Error) : resolve())));
+
 export async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {

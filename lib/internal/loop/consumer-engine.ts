@@ -198,10 +198,8 @@ export class ConsumerEngine implements ProcessorHost {
       // librdkafka's error events (an authentication failure, say) are dispatched around the
       // failed connect's callback, and on a loaded machine well after it: wait for a refusal up to
       // a second, then end with the most telling error (a ConnectError names no refusal).
-      for (let waited = 0; waited < 1000 && !this.base.incidents.refusedWhileConnecting;) {
-        await new Promise((resolve) => setTimeout(resolve, 25));
-        waited += 25;
-      }
+      const { incidents, conditions } = this.base;
+      await conditions.until(() => incidents.refusedWhileConnecting, Date.now() + 1000, 25);
       const refusal = this.base.incidents.takeConnectRefusal();
       const failure = refusal ?? (err instanceof Error ? err : new Error(errorMessage(err)));
       if (failure === err) this.logger.error({ err }, 'could not connect');

@@ -137,8 +137,9 @@ export class RebalanceCoordinator {
     this.suspectLost = undefined;
     const partitions = list(assignment);
     if (partitions.length === 0 || shutdown.stage === 'disconnecting' || !startPositions.needed) {
-      const unknown = shutdown.stage === 'disconnecting' && startPositions.stableStarts;
-      this.applyAssign(generation, unknown ? [] : partitions, NO_START_CHOICES);
+      const disconnecting = shutdown.stage === 'disconnecting';
+      const answered = disconnecting ? startPositions.withoutStarts(partitions) : partitions;
+      this.applyAssign(generation, answered, NO_START_CHOICES);
       return;
     }
     // librdkafka waits for the assign call: look up start offsets first and put them in it.
@@ -166,9 +167,8 @@ export class RebalanceCoordinator {
         // Answered already, without start offsets (see answerPending), or not.
         if (!pending.applied) {
           pending.applied = true;
-          // Stable starts: a partition whose start is unknown is not assigned (the consumer stops).
-          const failed = hookFailure !== undefined && startPositions.stableStarts;
-          this.applyAssign(pending.generation, failed ? [] : partitions, choices);
+          const answered = hookFailure ? startPositions.withoutStarts(partitions) : partitions;
+          this.applyAssign(pending.generation, answered, choices);
         }
         // A hook that failed ends the consumer even when the assignment was answered early.
         if (hookFailure) {
@@ -212,14 +212,15 @@ export class RebalanceCoordinator {
     if (!pending || pending.applied) return;
     pending.applied = true;
     this.pendingAssign = undefined;
-    // Stable starts: not assigned at all (librdkafka's own fetch may read around a transaction).
-    const stable = this.parts.startPositions.stableStarts;
+    const { startPositions } = this.parts;
+    const stable = startPositions.stableStarts;
     if (stable) pending.lookup.cancel();
     this.parts.logger.info(
       { generation: pending.generation, partitions: pending.partitions, why, assigned: !stable },
       'answering an assignment before its start offsets were resolved',
     );
-    this.applyAssign(pending.generation, stable ? [] : pending.partitions, NO_START_CHOICES);
+    const answered = startPositions.withoutStarts(pending.partitions);
+    this.applyAssign(pending.generation, answered, NO_START_CHOICES);
   }
 
   private applyAssign(

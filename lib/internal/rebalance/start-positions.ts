@@ -33,24 +33,25 @@ export const NO_START_CHOICES: StartChoices = { starts: new Map(), memories: new
 
 /** One assignment's lookups: cancelled when the assignment is answered without them. */
 export class StartLookup {
+  /** No more reads: the resolve ended, or the lookup was cancelled. */
   over = false;
+  cancelled = false;
   deadline = Infinity;
-  private stop: ((err: Error) => void) | undefined;
+  /** The last failed read's error (named by the failure at the deadline). */
+  lastError: unknown;
+  private stop!: (err: Error) => void;
+  /** Rejects when cancelled. */
   readonly stopped = new Promise<never>((_, reject) => (this.stop = reject));
 
   constructor() {
     this.stopped.catch(() => undefined);
   }
 
-  cancelled = false;
-  /** The last failed read's error (named by the failure at the deadline). */
-  lastError: unknown;
-
   /** No more reads; the resolve ends at once (its result is not used). */
   cancel(): void {
     this.over = true;
     this.cancelled = true;
-    this.stop?.(new Error('start offset lookup cancelled: the assignment was answered without it'));
+    this.stop(new Error('start offset lookup cancelled: the assignment was answered without it'));
   }
 }
 
@@ -68,6 +69,15 @@ export class StartPositions {
    * offsets go through transactions, before the consumer starts.
    */
   stableStarts = false;
+
+  /**
+   * The partitions an assignment answered without its start offsets may assign: all of them, or
+   * none under stable starts (librdkafka's own committed-offset fetch may read around an open
+   * transaction).
+   */
+  withoutStarts(partitions: TopicPartition[]): TopicPartition[] {
+    return this.stableStarts ? [] : partitions;
+  }
 
   /** Whether an assignment needs any lookup before its assign call. */
   get needed(): boolean {
@@ -172,15 +182,16 @@ export class StartPositions {
     };
     if (!this.stableStarts) return read();
     for (let attempt = 1; ; attempt++) {
-      if (lookup.over || this.client.disconnectStarted)
-        throw new Error('start offset lookup ended');
+      if (lookup.over || this.client.disconnectStarted) {
+        throw lookup.lastError ?? new Error('start offset lookup ended');
+      }
       try {
         return await read();
       } catch (err) {
         lookup.lastError = err;
         // Only a timeout (librdkafka's retries of "unstable offset commit" ran out) or a transient
         // failure is worth waiting out; a refusal (authorization) is not.
-        if (lookup.over || PERMANENT.test(errorMessage(err))) throw err;
+        if (PERMANENT.test(errorMessage(err))) throw err;
         if (attempt === 1) {
           this.logger.info(
             { err, partitions },
@@ -190,7 +201,6 @@ export class StartPositions {
         await new Promise((resolve) =>
           setTimeout(resolve, timerDelay(Math.min(250, 50 * attempt))).unref(),
         );
-        if (lookup.over) throw err;
       }
     }
   }
