@@ -232,34 +232,49 @@ function bindingCeiling(results: BenchResults): string[] {
     '### The binding ceiling',
     '',
     '"node-rdkafka consume(n) (companion binding)" runs the raw loop on the companion binding',
-    "(`fast-binding/`: node-rdkafka's registry release with the three patches in",
+    "(`fast-binding/`: node-rdkafka's registry release with the four patches in",
     '`fast-binding/patches/`, its own librdkafka linked in; built by `make bench` and',
     '`make fast-binding`). Same API, same message objects: `make test-fast-binding` checks every',
     'field the library reads byte for byte against the stock binding in one process (plain and zstd',
     'topics, null and empty values and keys, headers, EOF events). "copies" is 0001 (the conversion',
     'on the worker thread, topic names once per batch, every value and key still copied into a',
     'Buffer of its own: behaviour-preserving) with 0003 (librdkafka polled through its C API, no',
-    'C++ message wrapper per message; 0002 is applied with sharing off); "views" adds 0002',
-    'with `setBatchBufferSharing(true)` (values and keys as views of the batch buffers, no',
-    'per-message copy). Each patch was measured alone when it was added (below the table).',
+    'C++ message wrapper per message; 0002 and 0004 are applied with sharing off); "pooled" is',
+    "0004's `setBatchBufferSharing('pool')` (every value and key still copied, into a slice of",
+    'Node\'s Buffer pool instead of an ArrayBuffer of its own); "views" is 0002\'s',
+    '`setBatchBufferSharing(true)` (values and keys as views of the batch buffers, no per-message',
+    'copy). Each patch was measured alone when it was added (below the table).',
     '',
   ];
+  const modes = [
+    ['copies', 'raw-rdkafka-fast'],
+    ['pooled', 'raw-rdkafka-fast-pool'],
+    ['views', 'raw-rdkafka-patched'],
+  ] as const;
   const rows = results.dataSets.flatMap((ds) => {
-    const copies = pair(results, ds.name, 'raw-rdkafka', 'raw-rdkafka-fast');
-    const views = pair(results, ds.name, 'raw-rdkafka', 'raw-rdkafka-patched');
-    return copies || views ? [{ ds, copies, views }] : [];
+    const byMode = modes.map(([name, id]) => ({
+      name,
+      p: pair(results, ds.name, 'raw-rdkafka', id),
+    }));
+    const from = byMode.find((m) => m.p)?.p?.from;
+    return from ? [{ ds, from, byMode }] : [];
   });
   if (rows.length) {
     md.push(
-      '| Values | raw msg/s | copies msg/s | × raw | views msg/s | × raw | raw CPU µs/msg | copies CPU µs/msg | views CPU µs/msg | raw / copies / views peak RSS MB |',
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      `| Values | raw msg/s | ${modes.map(([m]) => `${m} msg/s | × raw`).join(' | ')} | raw CPU µs/msg | ${modes.map(([m]) => `${m} CPU µs/msg`).join(' | ')} | raw / ${modes.map(([m]) => m).join(' / ')} peak RSS MB |`,
+      `| --- | ---: | ${modes.map(() => '---: | ---:').join(' | ')} | ---: | ${modes.map(() => '---:').join(' | ')} | ---: |`,
     );
-    for (const { ds, copies, views } of rows) {
-      const from = (copies ?? views)!.from;
+    for (const { ds, from, byMode } of rows) {
       const cell = (r: typeof from | undefined, f: (x: typeof from) => string): string =>
         r ? f(r) : '–';
+      const rates = byMode.map(
+        ({ p }) =>
+          `${cell(p?.to, (x) => formatInt(x.msgPerSec))} | ${cell(p?.to, (x) => ratio(x.msgPerSec / from.msgPerSec))}`,
+      );
+      const cpus = byMode.map(({ p }) => cell(p?.to, (x) => formatFixed(x.cpuUsPerMessage, 2)));
+      const rss = byMode.map(({ p }) => cell(p?.to, (x) => formatInt(x.peakRssBytes / MB)));
       md.push(
-        `| ${ds.name} | ${formatInt(from.msgPerSec)} | ${cell(copies?.to, (x) => formatInt(x.msgPerSec))} | ${cell(copies?.to, (x) => ratio(x.msgPerSec / from.msgPerSec))} | ${cell(views?.to, (x) => formatInt(x.msgPerSec))} | ${cell(views?.to, (x) => ratio(x.msgPerSec / from.msgPerSec))} | ${formatFixed(from.cpuUsPerMessage, 2)} | ${cell(copies?.to, (x) => formatFixed(x.cpuUsPerMessage, 2))} | ${cell(views?.to, (x) => formatFixed(x.cpuUsPerMessage, 2))} | ${formatInt(from.peakRssBytes / MB)} / ${cell(copies?.to, (x) => formatInt(x.peakRssBytes / MB))} / ${cell(views?.to, (x) => formatInt(x.peakRssBytes / MB))} |`,
+        `| ${ds.name} | ${formatInt(from.msgPerSec)} | ${rates.join(' | ')} | ${formatFixed(from.cpuUsPerMessage, 2)} | ${cpus.join(' | ')} | ${[formatInt(from.peakRssBytes / MB), ...rss].join(' / ')} |`,
       );
     }
     md.push('');
@@ -290,8 +305,19 @@ function bindingCeiling(results: BenchResults): string[] {
     '(confluentinc/librdkafka#4844) and only at its end, so a pause or seek made meanwhile is',
     'undone; the library reads that position for its ledgers.',
     '',
-    "The trade-off of views: keeping one message's value keeps its partition's messages of that batch",
-    'in memory, and `value.buffer` is their buffer (marked untransferable). Hence copies by default.',
+    "Patch 0004, measured alone (`bench/ab.ts`, the same build's copies against its pooled copies,",
+    'interleaved, 3 rounds, medians, 2026-12-05): the raw loop 724k–737k → 1.09M–1.13M msg/s at',
+    '100 B (main thread 0.65–0.67 → 0.33 µs per message); `process()` on it 676k–682k → 935k–942k',
+    '(main 1.02–1.05 → 0.62–0.63 µs). At 1 KiB `process()` 469k–485k → 546k–555k; the raw loop',
+    'went the other way, 505k–524k → 405k–409k: at least 9 of the 13 runs of it seen had a V8 major GC every ~30 ms',
+    '("GC in old space requested", old space at 8–14 MB; `--trace-gc`) that the same loop outside',
+    "the bench's child process did not show (643k–710k, no major GC) and `process()` with pooled",
+    'copies never showed (one major GC per run): a V8 heuristic this report does not explain.',
+    '',
+    "The trade-offs: keeping one message's value keeps, with views, its partition's messages of that",
+    'batch in memory (`value.buffer` is their buffer, marked untransferable); with pooled copies, at',
+    "most the 8 KiB slab of Node's Buffer pool it was copied into (`value.byteOffset` may be",
+    'non-zero, `value.buffer` is shared and untransferable). Hence copies of their own by default.',
     '',
     '**Path upstream**: a pull request to node-rdkafka (Blizzard/node-rdkafka) adding the batch worker',
     'and using it from `_consumeNum`; reactive-rdkafka calls `consume(n)` and picks it up without a',
@@ -658,9 +684,14 @@ function goalsSection(results: BenchResults): string[] {
     const kafkajs = row(rows, 'kafkajs-eachBatch-tuned');
     for (const id of [
       'reactive-process-fast',
+      'reactive-process-fast-pool',
       'reactive-process-fast-views',
       'reactive-partitions-fast',
+      'reactive-partitions-fast-pool',
+      'reactive-partitions-fast-views',
       'reactive-process-batch-fast',
+      'reactive-process-batch-fast-pool',
+      'reactive-process-batch-fast-views',
     ] as ContenderId[]) {
       const r = row(rows, id);
       if (!r || !kafkajs || kafkajs.msgPerSec <= 0) continue;
@@ -677,6 +708,7 @@ function goalsSection(results: BenchResults): string[] {
     for (const [lib, loop, binding] of [
       ['reactive-process', 'raw-rdkafka', 'node-rdkafka'],
       ['reactive-process-fast', 'raw-rdkafka-fast', 'companion binding'],
+      ['reactive-process-fast-pool', 'raw-rdkafka-fast-pool', 'companion binding, pooled copies'],
       ['reactive-process-fast-views', 'raw-rdkafka-patched', 'companion binding, shared views'],
     ] as [ContenderId, ContenderId, string][]) {
       const a = row(rows, lib)?.cpuByThread;

@@ -5,11 +5,17 @@ export * from './dist/node-rdkafka/index';
 declare module './dist/node-rdkafka/index' {
   interface KafkaConsumer {
     /**
-     * Values, keys and header values as views of their partition's batch buffer (true) instead
-     * of copies of their own (false, the default). A kept view pins its partition's messages of
-     * that batch; the buffer is untransferable.
+     * How values, keys and header values are given: copies of their own (false, the default),
+     * copies from Node's Buffer pool ('pool': a kept value pins at most its 8 KiB slab, its
+     * byteOffset may be non-zero, its buffer is untransferable), or views of their partition's
+     * batch buffer (true: a kept view pins its partition's messages of that batch; the buffer is
+     * untransferable).
      */
-    setBatchBufferSharing(shared: boolean): this;
+    setBatchBufferSharing(shared: boolean | 'pool'): this;
+  }
+  namespace KafkaConsumer {
+    /** The modes setBatchBufferSharing() takes in this build. */
+    const batchBufferSharingModes: readonly (boolean | 'pool')[];
   }
 }
 

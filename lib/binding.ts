@@ -39,6 +39,9 @@ export interface BindingInfo {
    * (the companion build's `consumeBatch`); false on the stock binding.
    */
   readonly batchConversion: boolean;
-  /** Values and keys are views of batch buffers (the consumer's `sharedBatchBuffers`). */
-  readonly sharedBatchBuffers: boolean;
+  /**
+   * How values and keys share memory (the consumer's `sharedBatchBuffers`): `true` views of batch
+   * buffers, `'pool'` copies from Node's Buffer pool, `false` copies of their own.
+   */
+  readonly sharedBatchBuffers: boolean | 'pool';
 }

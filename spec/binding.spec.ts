@@ -71,10 +71,11 @@ describe('binding option', () => {
   });
 
   it('sharedBatchBuffers: turned on in a binding that can share its batch buffers, refused by one that cannot', async () => {
-    const calls: boolean[] = [];
+    const calls: (boolean | 'pool')[] = [];
     class SharingConsumer extends Kafka.KafkaConsumer {
-      setBatchBufferSharing(on: boolean): void {
-        calls.push(on);
+      static readonly batchBufferSharingModes = [false, 'pool', true];
+      setBatchBufferSharing(mode: boolean | 'pool'): void {
+        calls.push(mode);
       }
     }
     const sharing: KafkaBinding = { ...Kafka, KafkaConsumer: SharingConsumer, name: 'sharing' };
@@ -82,13 +83,33 @@ describe('binding option', () => {
     assert.deepEqual(calls, [true]);
     assert.equal(consumer.health().details.binding.sharedBatchBuffers, true);
     await consumer.close();
+    const pooled = new ReactiveConsumer({ ...base, binding: sharing, sharedBatchBuffers: 'pool' });
+    assert.deepEqual(calls, [true, 'pool']);
+    assert.equal(pooled.health().details.binding.sharedBatchBuffers, 'pool');
+    await pooled.close();
     const off = new ReactiveConsumer({ ...base, binding: sharing });
-    assert.deepEqual(calls, [true], 'off by default');
+    assert.deepEqual(calls, [true, 'pool'], 'off by default');
     assert.equal(off.health().details.binding.sharedBatchBuffers, false);
     await off.close();
+    // A build of the companion from before pooled copies: views, but no 'pool'.
+    class OlderSharingConsumer extends Kafka.KafkaConsumer {
+      setBatchBufferSharing(): void {}
+    }
+    const older: KafkaBinding = { ...Kafka, KafkaConsumer: OlderSharingConsumer, name: 'older' };
     for (const [options, message] of [
       [{ sharedBatchBuffers: true }, /needs a binding that converts batches.*node-rdkafka has not/],
-      [{ sharedBatchBuffers: 'yes' }, /Expected `sharedBatchBuffers` to be a boolean, got string/],
+      [
+        { sharedBatchBuffers: 'pool' },
+        /needs a binding that converts batches.*node-rdkafka has not/,
+      ],
+      [
+        { sharedBatchBuffers: 'yes' },
+        /Expected `sharedBatchBuffers` to be false, 'pool' or true, got "yes"/,
+      ],
+      [
+        { sharedBatchBuffers: 'pool', binding: older },
+        /needs a build of the binding with pooled copies.*older .* has not/,
+      ],
     ] as const) {
       assert.throws(
         () => new ReactiveConsumer({ ...base, ...(options as object) }),
@@ -98,6 +119,9 @@ describe('binding option', () => {
           message.test(err.message),
       );
     }
+    const olderViews = new ReactiveConsumer({ ...base, binding: older, sharedBatchBuffers: true });
+    assert.equal(olderViews.health().details.binding.sharedBatchBuffers, true);
+    await olderViews.close();
   });
 
   it('node-rdkafka passed explicitly is named as the default', async () => {

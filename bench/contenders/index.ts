@@ -16,16 +16,22 @@ import {
   rawRdkafka,
   rawRdkafkaDefaults,
   rawRdkafkaFast,
+  rawRdkafkaFastPool,
   rawRdkafkaFastShared,
 } from './raw-rdkafka';
 import {
   reactivePartitions,
   reactivePartitionsFast,
+  reactivePartitionsFastPool,
+  reactivePartitionsFastViews,
   reactivePartitionsTuned,
   reactiveProcess,
   reactiveProcessBatch,
   reactiveProcessBatchFast,
+  reactiveProcessBatchFastPool,
+  reactiveProcessBatchFastViews,
   reactiveProcessFast,
+  reactiveProcessFastPool,
   reactiveProcessFastViews,
   reactiveProcessTuned,
 } from './reactive';
@@ -37,10 +43,16 @@ export type ContenderId =
   | 'raw-rdkafka-defaults'
   | 'raw-rdkafka-fast'
   | 'raw-rdkafka-patched'
+  | 'raw-rdkafka-fast-pool'
   | 'reactive-process-fast'
+  | 'reactive-process-fast-pool'
   | 'reactive-process-fast-views'
   | 'reactive-partitions-fast'
+  | 'reactive-partitions-fast-pool'
+  | 'reactive-partitions-fast-views'
   | 'reactive-process-batch-fast'
+  | 'reactive-process-batch-fast-pool'
+  | 'reactive-process-batch-fast-views'
   | 'reactive-process'
   | 'reactive-partitions'
   | 'reactive-process-batch'
@@ -115,6 +127,17 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
+    id: 'raw-rdkafka-fast-pool',
+    label: 'node-rdkafka consume(n) (companion binding, pooled copies)',
+    pkg: 'node-rdkafka',
+    kind: 'reference',
+    settings:
+      "as above with `setBatchBufferSharing('pool')`: values and keys copied per message into slices of Node's Buffer pool (8 KiB slabs) instead of memory of their own",
+    run: rawRdkafkaFastPool,
+    load: loadFastBinding,
+    missing: fastBindingMissing,
+  },
+  {
     id: 'reactive-process',
     label: 'reactive-rdkafka process()',
     pkg: 'reactive-rdkafka',
@@ -172,6 +195,17 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
+    id: 'reactive-process-fast-pool',
+    label: 'reactive-rdkafka process() (companion binding, pooled copies)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings:
+      "as process() on the companion binding, with `sharedBatchBuffers: 'pool'` (values and keys copied into slices of Node's Buffer pool)",
+    run: reactiveProcessFastPool,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
     id: 'reactive-process-fast-views',
     label: 'reactive-rdkafka process() (companion binding, shared views)',
     pkg: 'reactive-rdkafka',
@@ -192,12 +226,52 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
+    id: 'reactive-partitions-fast-pool',
+    label: 'reactive-rdkafka partitions$ (companion binding, pooled copies)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: "as partitions$ on the companion binding, with `sharedBatchBuffers: 'pool'`",
+    run: reactivePartitionsFastPool,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'reactive-partitions-fast-views',
+    label: 'reactive-rdkafka partitions$ (companion binding, shared views)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: 'as partitions$ on the companion binding, with `sharedBatchBuffers: true`',
+    run: reactivePartitionsFastViews,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
     id: 'reactive-process-batch-fast',
     label: 'reactive-rdkafka processBatch() (companion binding)',
     pkg: 'reactive-rdkafka',
     kind: 'library',
     settings: `as processBatch() above on the companion binding, plus ${fastFetch}`,
     run: reactiveProcessBatchFast,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'reactive-process-batch-fast-pool',
+    label: 'reactive-rdkafka processBatch() (companion binding, pooled copies)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: "as processBatch() on the companion binding, with `sharedBatchBuffers: 'pool'`",
+    run: reactiveProcessBatchFastPool,
+    load: () => [loadLibrary(), loadFastBinding()],
+    missing: fastBindingMissing,
+  },
+  {
+    id: 'reactive-process-batch-fast-views',
+    label: 'reactive-rdkafka processBatch() (companion binding, shared views)',
+    pkg: 'reactive-rdkafka',
+    kind: 'library',
+    settings: 'as processBatch() on the companion binding, with `sharedBatchBuffers: true`',
+    run: reactiveProcessBatchFastViews,
     load: () => [loadLibrary(), loadFastBinding()],
     missing: fastBindingMissing,
   },

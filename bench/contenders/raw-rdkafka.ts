@@ -35,7 +35,7 @@ export function fastBindingMissing(): string | undefined {
 type Binding = typeof Kafka;
 
 const raw =
-  (fastFetch: boolean, binding: () => Binding, sharedViews = false): Contender =>
+  (fastFetch: boolean, binding: () => Binding, sharing: boolean | 'pool' = false): Contender =>
   async ({ brokers, topic, groupId, meter }) => {
     const { KafkaConsumer } = binding();
     const consumer = new KafkaConsumer(
@@ -50,10 +50,10 @@ const raw =
     await new Promise<void>((resolve, reject) =>
       consumer.connect({ timeout: 30_000 }, (err) => (err ? reject(err) : resolve())),
     );
-    if (sharedViews) {
-      (consumer as unknown as { setBatchBufferSharing(on: boolean): void }).setBatchBufferSharing(
-        true,
-      );
+    if (sharing !== false) {
+      (
+        consumer as unknown as { setBatchBufferSharing(mode: boolean | 'pool'): void }
+      ).setBatchBufferSharing(sharing);
     }
     consumer.setDefaultConsumeTimeout(1);
     consumer.subscribe([topic]);
@@ -91,3 +91,5 @@ export const rawRdkafkaDefaults = raw(false, released);
 export const rawRdkafkaFast = raw(true, companion);
 /** The same with values and keys as views of the shared batch buffer (no per-message copy). */
 export const rawRdkafkaFastShared = raw(true, companion, true);
+/** The same with values and keys copied from Node's Buffer pool (`setBatchBufferSharing('pool')`). */
+export const rawRdkafkaFastPool = raw(true, companion, 'pool');

@@ -13,13 +13,18 @@ import { FAST_FETCH, loadFastBinding } from './raw-rdkafka';
 import type { Contender, ContenderContext } from './types';
 
 /**
- * `fast`: on the companion binding (fast-binding/), always with FAST_FETCH like its raw loop;
- * `'views'`: with `sharedBatchBuffers` (values and keys views of the batch buffers).
+ * How a contender on the companion binding (fast-binding/) gets values and keys: copies of their
+ * own (the default), pooled copies (`sharedBatchBuffers: 'pool'`) or views of the batch buffers
+ * (`sharedBatchBuffers: true`). On it, always with FAST_FETCH like its raw loop.
  */
+export type FastMode = false | 'copies' | 'pool' | 'views';
+
+const SHARING = { copies: false, pool: 'pool', views: true } as const;
+
 function consumer(
   { brokers, topic, groupId }: ContenderContext,
   tuned: boolean,
-  fast: boolean | 'views' = false,
+  fast: FastMode = false,
 ) {
   const { ReactiveConsumer } = loadLibrary();
   return new ReactiveConsumer({
@@ -31,12 +36,12 @@ function consumer(
     topicConfig: { 'auto.offset.reset': 'earliest' },
     topics: [topic],
     ...(fast ? { binding: loadFastBinding() as never } : {}),
-    ...(fast === 'views' ? { sharedBatchBuffers: true } : {}),
+    ...(fast && fast !== 'copies' ? { sharedBatchBuffers: SHARING[fast] } : {}),
   });
 }
 
 const processContender =
-  (tuned: boolean, fast: boolean | 'views' = false): Contender =>
+  (tuned: boolean, fast: FastMode = false): Contender =>
   async (ctx) => {
     const c = consumer(ctx, tuned, fast);
     const { meter } = ctx;
@@ -48,7 +53,7 @@ const processContender =
   };
 
 const processBatchContender =
-  (fast: boolean): Contender =>
+  (fast: FastMode): Contender =>
   async (ctx) => {
     const c = consumer(ctx, false, fast);
     const { meter } = ctx;
@@ -62,7 +67,7 @@ const processBatchContender =
   };
 
 const partitionsContender =
-  (tuned: boolean, fast = false): Contender =>
+  (tuned: boolean, fast: FastMode = false): Contender =>
   async (ctx) => {
     const c = consumer(ctx, tuned, fast);
     const { meter } = ctx;
@@ -82,9 +87,14 @@ const partitionsContender =
 export const reactiveProcess = processContender(false);
 export const reactiveProcessTuned = processContender(true);
 export const reactiveProcessBatch = processBatchContender(false);
-export const reactiveProcessFast = processContender(true, true);
+export const reactiveProcessFast = processContender(true, 'copies');
+export const reactiveProcessFastPool = processContender(true, 'pool');
 export const reactiveProcessFastViews = processContender(true, 'views');
-export const reactivePartitionsFast = partitionsContender(true, true);
-export const reactiveProcessBatchFast = processBatchContender(true);
+export const reactivePartitionsFast = partitionsContender(true, 'copies');
+export const reactivePartitionsFastPool = partitionsContender(true, 'pool');
+export const reactivePartitionsFastViews = partitionsContender(true, 'views');
+export const reactiveProcessBatchFast = processBatchContender('copies');
+export const reactiveProcessBatchFastPool = processBatchContender('pool');
+export const reactiveProcessBatchFastViews = processBatchContender('views');
 export const reactivePartitions = partitionsContender(false);
 export const reactivePartitionsTuned = partitionsContender(true);

@@ -84,7 +84,7 @@ async function readWith(
   binding: typeof Stock,
   topic: string,
   n: number,
-  shared = false,
+  shared: boolean | 'pool' = false,
 ): Promise<{ messages: Message[]; eofs: Eof[]; consumer: Stock.KafkaConsumer }> {
   const c = new binding.KafkaConsumer(
     {
@@ -95,8 +95,10 @@ async function readWith(
     },
     { 'auto.offset.reset': 'earliest' },
   );
-  if (shared)
-    (c as unknown as { setBatchBufferSharing(s: boolean): void }).setBatchBufferSharing(true);
+  if (shared !== false)
+    (c as unknown as { setBatchBufferSharing(s: boolean | 'pool'): void }).setBatchBufferSharing(
+      shared,
+    );
   await new Promise<void>((resolve, reject) =>
     c.connect({ timeout: 15_000 }, (err) => (err ? reject(err) : resolve())),
   );
@@ -191,6 +193,44 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     });
   }
 
+  it("gives pooled copies when asked ('pool'): the same bytes, slices of Node's 8 KiB pool, never of a batch", async () => {
+    const topic = uniqueName('fast-binding-pool');
+    const n = 300;
+    await createTopic(topic, PARTITIONS, { 'compression.type': 'zstd' });
+    await produceAll(topic, n, 'zstd');
+    const stock = await readWith(Stock, topic, n);
+    const mine = await readWith(fast, topic, n, 'pool');
+    await Promise.all([disconnect(stock.consumer), disconnect(mine.consumer)]);
+    assert.deepEqual(mine.messages.sort(order).map(fields), stock.messages.sort(order).map(fields));
+    const copies = mine.messages
+      .flatMap((m) => [m.value, m.key, ...(m.headers ?? []).flatMap((h) => Object.values(h))])
+      .filter((v): v is Buffer => Buffer.isBuffer(v) && v.length > 0);
+    assert.ok(copies.length > n / 2, `values, keys and headers (${copies.length})`);
+    const slabs = new Set(copies.map((v) => v.buffer));
+    assert.ok(
+      slabs.size < copies.length,
+      `copies share pool slabs (${slabs.size} for ${copies.length})`,
+    );
+    for (const v of copies) {
+      if (v.length < Buffer.poolSize >>> 1) {
+        assert.equal(
+          v.buffer.byteLength,
+          Buffer.poolSize,
+          "a small copy is a slice of Node's pool",
+        );
+      } else {
+        assert.equal(v.buffer.byteLength, v.length, 'a large copy is all of its memory');
+      }
+    }
+    // Copies, not views: changing a value leaves the next message's bytes alone.
+    const [first, second] = mine.messages.filter(
+      (m) => m.value !== null && m.value.length > 0 && m.partition === 0,
+    );
+    const before = second!.value!.toString('hex');
+    first!.value!.fill(0);
+    assert.equal(second!.value!.toString('hex'), before);
+  });
+
   it('shares one untransferable buffer per partition and batch among values, keys and headers when asked', async () => {
     const topic = uniqueName('fast-binding-shared');
     const n = 200;
@@ -229,8 +269,8 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     assert.equal(value.toString('hex'), before, 'the batch was not detached by a transfer');
   });
 
-  for (const sharedBatchBuffers of [false, true]) {
-    it(`runs a ReactiveConsumer: everything processed once and committed${sharedBatchBuffers ? ' (sharedBatchBuffers: values are views of batch buffers)' : ''}`, async () => {
+  for (const sharedBatchBuffers of [false, 'pool', true] as const) {
+    it(`runs a ReactiveConsumer: everything processed once and committed${sharedBatchBuffers === true ? ' (sharedBatchBuffers: values are views of batch buffers)' : sharedBatchBuffers === 'pool' ? " (sharedBatchBuffers: 'pool', pooled copies)" : ''}`, async () => {
       const topic = uniqueName('fast-binding-rc');
       const n = 300;
       await createTopic(topic, PARTITIONS);
@@ -284,7 +324,9 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
       assert.equal(seen.length, n, 'none twice');
       // Copies: each value its own Buffer (pooled ones included: a pool slab is at most 8 KiB and
       // none of these values share one with a batch). Views: values are slices of batch buffers.
-      if (sharedBatchBuffers) assert.ok(views > n / 2, `values are views (${views} of ${n})`);
+      if (sharedBatchBuffers !== false)
+        assert.ok(views > n / 2, `values share memory (${views} of ${n})`);
+      else assert.equal(views, 0, 'values are copies of their own');
       const ends = Array.from({ length: PARTITIONS }, (_, p) => Math.ceil((n - p) / PARTITIONS));
       assert.deepEqual(await committedOffsets(group, topic, PARTITIONS), ends);
     });

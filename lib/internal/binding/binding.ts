@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import * as Kafka from 'node-rdkafka';
 import type { BindingInfo, KafkaBinding } from '../../binding';
 import { ConfigError } from '../../errors';
+import { showValue } from '../settings/show-value';
 import { learnErrorDescriptions } from './rdkafka';
 
 let stockVersion: string | undefined;
@@ -124,26 +125,37 @@ export function resolveBinding(input: unknown, key = 'binding'): KafkaBinding {
 export const defaultBinding: KafkaBinding = resolveBinding(Kafka);
 
 /**
- * `sharedBatchBuffers` as given: a boolean, and true only with a binding whose consumer can share
- * its batch buffers (`setBatchBufferSharing`, the companion build's).
+ * `sharedBatchBuffers` as given: `false`, `'pool'` or `true`, and one of the last two only with a
+ * binding whose consumer can share its batch buffers (`setBatchBufferSharing`, the companion
+ * build's) and, for `'pool'`, lists it among its modes (`KafkaConsumer.batchBufferSharingModes`:
+ * an older build of the companion does not).
  */
-export function resolveSharedBatchBuffers(value: unknown, binding: KafkaBinding): boolean {
+export function resolveSharedBatchBuffers(value: unknown, binding: KafkaBinding): boolean | 'pool' {
   if (value === undefined || value === false) return false;
-  if (value !== true) {
+  if (value !== true && value !== 'pool') {
     throw new ConfigError(
-      `Expected \`sharedBatchBuffers\` to be a boolean, got ${typeof value}`,
+      `Expected \`sharedBatchBuffers\` to be false, 'pool' or true, got ${showValue(value)}`,
       'sharedBatchBuffers',
     );
   }
-  const proto = (binding.KafkaConsumer as { prototype?: { setBatchBufferSharing?: unknown } })
-    .prototype;
-  if (typeof proto?.setBatchBufferSharing !== 'function') {
+  const consumerClass = binding.KafkaConsumer as {
+    prototype?: { setBatchBufferSharing?: unknown };
+    batchBufferSharingModes?: unknown;
+  };
+  if (typeof consumerClass.prototype?.setBatchBufferSharing !== 'function') {
     throw new ConfigError(
       `\`sharedBatchBuffers\` needs a binding that converts batches (its KafkaConsumer has setBatchBufferSharing, as reactive-rdkafka-fast-binding's does); ${bindingInfo(binding).name} has not`,
       'sharedBatchBuffers',
     );
   }
-  return true;
+  const modes = consumerClass.batchBufferSharingModes;
+  if (value === 'pool' && !(Array.isArray(modes) && modes.includes('pool'))) {
+    throw new ConfigError(
+      `\`sharedBatchBuffers: 'pool'\` needs a build of the binding with pooled copies (KafkaConsumer.batchBufferSharingModes lists 'pool'); ${bindingInfo(binding).name} ${bindingInfo(binding).version} has not: rebuild it (make fast-binding)`,
+      'sharedBatchBuffers',
+    );
+  }
+  return value;
 }
 
 /** The native client under a node-rdkafka client object (`_client`), if it has one. */
@@ -164,7 +176,7 @@ export function hasBatchConversion(consumer: unknown): boolean {
 export function bindingInfo(
   binding: KafkaBinding,
   consumer?: unknown,
-  sharedBatchBuffers = false,
+  sharedBatchBuffers: boolean | 'pool' = false,
 ): BindingInfo {
   const stock = isStock(binding);
   const flag = (binding as { batchConversion?: unknown }).batchConversion;

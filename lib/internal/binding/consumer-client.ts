@@ -85,10 +85,10 @@ export class ConsumerClient {
         'binding',
       );
     }
-    if (settings.sharedBatchBuffers) {
-      (this.raw as unknown as { setBatchBufferSharing(on: boolean): void }).setBatchBufferSharing(
-        true,
-      );
+    if (settings.sharedBatchBuffers !== false) {
+      (
+        this.raw as unknown as { setBatchBufferSharing(mode: boolean | 'pool'): void }
+      ).setBatchBufferSharing(settings.sharedBatchBuffers);
     }
     this.commits = new CommitTracker(this.raw, this.doubts, logger, () => this.onAnswered());
     this.raw.on(
