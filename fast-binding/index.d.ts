@@ -5,17 +5,16 @@ export * from './dist/node-rdkafka/index';
 declare module './dist/node-rdkafka/index' {
   interface KafkaConsumer {
     /**
-     * How values, keys and header values are given: copies of their own (false, the default),
-     * copies from Node's Buffer pool ('pool': a kept value pins at most its 8 KiB slab, its
-     * byteOffset may be non-zero, its buffer is untransferable), or views of their partition's
-     * batch buffer (true: a kept view pins its partition's messages of that batch; the buffer is
-     * untransferable).
+     * Values, keys and header values as copies of their own (false, the default) or as views of
+     * shared buffers: one per partition and batch (true: a kept view pins its partition's messages
+     * of that batch), or buffers of at most that many bytes (a whole number: a kept view pins at
+     * most that much beside its own bytes). Shared buffers are untransferable.
      */
-    setBatchBufferSharing(shared: boolean | 'pool'): this;
+    setBatchBufferSharing(shared: boolean | number): this;
   }
   namespace KafkaConsumer {
-    /** The modes setBatchBufferSharing() takes in this build. */
-    const batchBufferSharingModes: readonly (boolean | 'pool')[];
+    /** setBatchBufferSharing() takes a byte bound (0.2.0 and later). */
+    const batchBufferBounds: true;
   }
 }
 

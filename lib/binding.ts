@@ -40,8 +40,9 @@ export interface BindingInfo {
    */
   readonly batchConversion: boolean;
   /**
-   * How values and keys share memory (the consumer's `sharedBatchBuffers`): `true` views of batch
-   * buffers, `'pool'` copies from Node's Buffer pool, `false` copies of their own.
+   * How values and keys share memory (the consumer's `sharedBatchBuffers`): `true` views of one
+   * buffer per partition and batch, a number views of buffers of at most that many bytes, `false`
+   * copies of their own.
    */
-  readonly sharedBatchBuffers: boolean | 'pool';
+  readonly sharedBatchBuffers: boolean | number;
 }

@@ -189,25 +189,26 @@ export interface ReactiveConsumerOptions {
    */
   binding?: KafkaBinding;
   /**
-   * With a binding that converts batches (the companion build, README "Fast path"), how message
-   * values, keys and header values share memory:
+   * With a binding that converts batches (the companion build, README "Fast path"): message
+   * values, keys and header values are views of shared buffers instead of copies of their own, so
+   * no per-message copy at all.
    *
-   * - `false`: copies, each in memory of its own, as the stock binding gives them.
-   * - `'pool'`: copies taken from Node's Buffer pool, as `Buffer.from()` gives them: one under
-   *   4 KiB shares an 8 KiB slab with others, so a kept value pins at most that slab (never a
-   *   batch), its `byteOffset` may be non-zero and its `buffer` is untransferable. Much cheaper
-   *   than copies of their own (no ArrayBuffer per value to create and later collect).
-   * - `true`: views of one buffer per partition and batch, no per-message copy at all. A value
-   *   kept after its message finished then keeps that partition's messages of the batch in memory
-   *   (never another partition's), and `value.buffer` is the whole batch. The buffer limits (and
-   *   `bufferedBytes` in the metrics) count the messages' own bytes, so a pipeline runs as with
-   *   copies, while memory can exceed them by the batches held messages pin: up to one consume
-   *   batch of its partition (`consumeBatchSize` messages) per message the library holds.
+   * - `true`: one buffer per partition and batch. A value kept after its message finished keeps
+   *   that partition's messages of the batch in memory (never another partition's), and
+   *   `value.buffer` is the whole batch.
+   * - a number of bytes (e.g. `8192`): buffers of at most that size, each holding messages of one
+   *   partition (a larger message has a buffer of its own), so a kept value pins at most that many
+   *   bytes beside its own: the trade-off of Node's Buffer pool, at about the speed of `true`.
    *
-   * A binding without the mode asked for is a `ConfigError`.
+   * `value.byteOffset` may then be non-zero and `value.buffer` cannot be transferred to a worker
+   * (it is marked untransferable). The buffer limits (and `bufferedBytes` in the metrics) count the
+   * messages' own bytes, so a pipeline runs as with copies, while memory can exceed them by what
+   * held messages pin: up to one consume batch of its partition (`consumeBatchSize` messages) per
+   * held message with `true`, the bound per held message with a number. A binding without it is a
+   * `ConfigError`.
    * @default false
    */
-  sharedBatchBuffers?: boolean | 'pool';
+  sharedBatchBuffers?: boolean | number;
 }
 
 /** The library's tuning options with every default applied. */
@@ -245,5 +246,5 @@ export interface ConsumerSettings {
   /** The binding every client is built from (see {@link ReactiveConsumerOptions.binding}). */
   readonly binding: KafkaBinding;
   /** Values and keys are views of their batch's buffer (see {@link ReactiveConsumerOptions.sharedBatchBuffers}). */
-  readonly sharedBatchBuffers: boolean | 'pool';
+  readonly sharedBatchBuffers: boolean | number;
 }

@@ -71,11 +71,11 @@ describe('binding option', () => {
   });
 
   it('sharedBatchBuffers: turned on in a binding that can share its batch buffers, refused by one that cannot', async () => {
-    const calls: (boolean | 'pool')[] = [];
+    const calls: (boolean | number)[] = [];
     class SharingConsumer extends Kafka.KafkaConsumer {
-      static readonly batchBufferSharingModes = [false, 'pool', true];
-      setBatchBufferSharing(mode: boolean | 'pool'): void {
-        calls.push(mode);
+      static readonly batchBufferBounds = true;
+      setBatchBufferSharing(shared: boolean | number): void {
+        calls.push(shared);
       }
     }
     const sharing: KafkaBinding = { ...Kafka, KafkaConsumer: SharingConsumer, name: 'sharing' };
@@ -83,32 +83,31 @@ describe('binding option', () => {
     assert.deepEqual(calls, [true]);
     assert.equal(consumer.health().details.binding.sharedBatchBuffers, true);
     await consumer.close();
-    const pooled = new ReactiveConsumer({ ...base, binding: sharing, sharedBatchBuffers: 'pool' });
-    assert.deepEqual(calls, [true, 'pool']);
-    assert.equal(pooled.health().details.binding.sharedBatchBuffers, 'pool');
-    await pooled.close();
+    const bounded = new ReactiveConsumer({ ...base, binding: sharing, sharedBatchBuffers: 8192 });
+    assert.deepEqual(calls, [true, 8192]);
+    assert.equal(bounded.health().details.binding.sharedBatchBuffers, 8192);
+    await bounded.close();
     const off = new ReactiveConsumer({ ...base, binding: sharing });
-    assert.deepEqual(calls, [true, 'pool'], 'off by default');
+    assert.deepEqual(calls, [true, 8192], 'off by default');
     assert.equal(off.health().details.binding.sharedBatchBuffers, false);
     await off.close();
-    // A build of the companion from before pooled copies: views, but no 'pool'.
+    // A build of the companion from before 0.2.0: views, but no bound.
     class OlderSharingConsumer extends Kafka.KafkaConsumer {
       setBatchBufferSharing(): void {}
     }
     const older: KafkaBinding = { ...Kafka, KafkaConsumer: OlderSharingConsumer, name: 'older' };
     for (const [options, message] of [
       [{ sharedBatchBuffers: true }, /needs a binding that converts batches.*node-rdkafka has not/],
-      [
-        { sharedBatchBuffers: 'pool' },
-        /needs a binding that converts batches.*node-rdkafka has not/,
-      ],
+      [{ sharedBatchBuffers: 4096 }, /needs a binding that converts batches.*node-rdkafka has not/],
       [
         { sharedBatchBuffers: 'yes' },
-        /Expected `sharedBatchBuffers` to be false, 'pool' or true, got "yes"/,
+        /Expected `sharedBatchBuffers` to be false, true or a whole number of bytes ≥ 1, got "yes"/,
       ],
+      [{ sharedBatchBuffers: 0 }, /a whole number of bytes ≥ 1, got 0/],
+      [{ sharedBatchBuffers: 1.5 }, /a whole number of bytes ≥ 1, got 1\.5/],
       [
-        { sharedBatchBuffers: 'pool', binding: older },
-        /needs a build of the binding with pooled copies.*older .* has not/,
+        { sharedBatchBuffers: 8192, binding: older },
+        /`sharedBatchBuffers: 8192` needs a build of the binding that bounds.*older .* has not/,
       ],
     ] as const) {
       assert.throws(

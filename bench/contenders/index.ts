@@ -16,22 +16,22 @@ import {
   rawRdkafka,
   rawRdkafkaDefaults,
   rawRdkafkaFast,
-  rawRdkafkaFastPool,
+  rawRdkafkaFastViews8k,
   rawRdkafkaFastShared,
 } from './raw-rdkafka';
 import {
   reactivePartitions,
   reactivePartitionsFast,
-  reactivePartitionsFastPool,
+  reactivePartitionsFastViews8k,
   reactivePartitionsFastViews,
   reactivePartitionsTuned,
   reactiveProcess,
   reactiveProcessBatch,
   reactiveProcessBatchFast,
-  reactiveProcessBatchFastPool,
+  reactiveProcessBatchFastViews8k,
   reactiveProcessBatchFastViews,
   reactiveProcessFast,
-  reactiveProcessFastPool,
+  reactiveProcessFastViews8k,
   reactiveProcessFastViews,
   reactiveProcessTuned,
 } from './reactive';
@@ -43,15 +43,15 @@ export type ContenderId =
   | 'raw-rdkafka-defaults'
   | 'raw-rdkafka-fast'
   | 'raw-rdkafka-patched'
-  | 'raw-rdkafka-fast-pool'
+  | 'raw-rdkafka-fast-views8k'
   | 'reactive-process-fast'
-  | 'reactive-process-fast-pool'
+  | 'reactive-process-fast-views8k'
   | 'reactive-process-fast-views'
   | 'reactive-partitions-fast'
-  | 'reactive-partitions-fast-pool'
+  | 'reactive-partitions-fast-views8k'
   | 'reactive-partitions-fast-views'
   | 'reactive-process-batch-fast'
-  | 'reactive-process-batch-fast-pool'
+  | 'reactive-process-batch-fast-views8k'
   | 'reactive-process-batch-fast-views'
   | 'reactive-process'
   | 'reactive-partitions'
@@ -127,13 +127,13 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
-    id: 'raw-rdkafka-fast-pool',
-    label: 'node-rdkafka consume(n) (companion binding, pooled copies)',
+    id: 'raw-rdkafka-fast-views8k',
+    label: 'node-rdkafka consume(n) (companion binding, 8 KiB views)',
     pkg: 'node-rdkafka',
     kind: 'reference',
     settings:
-      "as above with `setBatchBufferSharing('pool')`: values and keys copied per message into slices of Node's Buffer pool (8 KiB slabs) instead of memory of their own",
-    run: rawRdkafkaFastPool,
+      'as above with `setBatchBufferSharing(8192)`: values and keys as views of buffers of at most 8 KiB, each holding messages of one partition (a kept value pins at most 8 KiB), no per-message copy',
+    run: rawRdkafkaFastViews8k,
     load: loadFastBinding,
     missing: fastBindingMissing,
   },
@@ -195,13 +195,13 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
-    id: 'reactive-process-fast-pool',
-    label: 'reactive-rdkafka process() (companion binding, pooled copies)',
+    id: 'reactive-process-fast-views8k',
+    label: 'reactive-rdkafka process() (companion binding, 8 KiB views)',
     pkg: 'reactive-rdkafka',
     kind: 'library',
     settings:
-      "as process() on the companion binding, with `sharedBatchBuffers: 'pool'` (values and keys copied into slices of Node's Buffer pool)",
-    run: reactiveProcessFastPool,
+      'as process() on the companion binding, with `sharedBatchBuffers: 8192` (values and keys views of buffers of at most 8 KiB)',
+    run: reactiveProcessFastViews8k,
     load: () => [loadLibrary(), loadFastBinding()],
     missing: fastBindingMissing,
   },
@@ -226,12 +226,12 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
-    id: 'reactive-partitions-fast-pool',
-    label: 'reactive-rdkafka partitions$ (companion binding, pooled copies)',
+    id: 'reactive-partitions-fast-views8k',
+    label: 'reactive-rdkafka partitions$ (companion binding, 8 KiB views)',
     pkg: 'reactive-rdkafka',
     kind: 'library',
-    settings: "as partitions$ on the companion binding, with `sharedBatchBuffers: 'pool'`",
-    run: reactivePartitionsFastPool,
+    settings: 'as partitions$ on the companion binding, with `sharedBatchBuffers: 8192`',
+    run: reactivePartitionsFastViews8k,
     load: () => [loadLibrary(), loadFastBinding()],
     missing: fastBindingMissing,
   },
@@ -256,12 +256,12 @@ export const CONTENDERS: readonly ContenderInfo[] = [
     missing: fastBindingMissing,
   },
   {
-    id: 'reactive-process-batch-fast-pool',
-    label: 'reactive-rdkafka processBatch() (companion binding, pooled copies)',
+    id: 'reactive-process-batch-fast-views8k',
+    label: 'reactive-rdkafka processBatch() (companion binding, 8 KiB views)',
     pkg: 'reactive-rdkafka',
     kind: 'library',
-    settings: "as processBatch() on the companion binding, with `sharedBatchBuffers: 'pool'`",
-    run: reactiveProcessBatchFastPool,
+    settings: 'as processBatch() on the companion binding, with `sharedBatchBuffers: 8192`',
+    run: reactiveProcessBatchFastViews8k,
     load: () => [loadLibrary(), loadFastBinding()],
     missing: fastBindingMissing,
   },

@@ -35,7 +35,7 @@ export function fastBindingMissing(): string | undefined {
 type Binding = typeof Kafka;
 
 const raw =
-  (fastFetch: boolean, binding: () => Binding, sharing: boolean | 'pool' = false): Contender =>
+  (fastFetch: boolean, binding: () => Binding, sharing: boolean | number = false): Contender =>
   async ({ brokers, topic, groupId, meter }) => {
     const { KafkaConsumer } = binding();
     const consumer = new KafkaConsumer(
@@ -52,7 +52,7 @@ const raw =
     );
     if (sharing !== false) {
       (
-        consumer as unknown as { setBatchBufferSharing(mode: boolean | 'pool'): void }
+        consumer as unknown as { setBatchBufferSharing(shared: boolean | number): void }
       ).setBatchBufferSharing(sharing);
     }
     consumer.setDefaultConsumeTimeout(1);
@@ -91,5 +91,5 @@ export const rawRdkafkaDefaults = raw(false, released);
 export const rawRdkafkaFast = raw(true, companion);
 /** The same with values and keys as views of the shared batch buffer (no per-message copy). */
 export const rawRdkafkaFastShared = raw(true, companion, true);
-/** The same with values and keys copied from Node's Buffer pool (`setBatchBufferSharing('pool')`). */
-export const rawRdkafkaFastPool = raw(true, companion, 'pool');
+/** The same with views of buffers of at most 8 KiB (`setBatchBufferSharing(8192)`). */
+export const rawRdkafkaFastViews8k = raw(true, companion, 8192);

@@ -14,12 +14,16 @@ import type { Contender, ContenderContext } from './types';
 
 /**
  * How a contender on the companion binding (fast-binding/) gets values and keys: copies of their
- * own (the default), pooled copies (`sharedBatchBuffers: 'pool'`) or views of the batch buffers
- * (`sharedBatchBuffers: true`). On it, always with FAST_FETCH like its raw loop.
+ * own (the default), views of buffers of at most 8 KiB (`sharedBatchBuffers: 8192`) or views of
+ * one buffer per partition and batch (`sharedBatchBuffers: true`). On it, always with FAST_FETCH
+ * like its raw loop.
  */
-export type FastMode = false | 'copies' | 'pool' | 'views';
+export type FastMode = false | 'copies' | 'views8k' | 'views';
 
-const SHARING = { copies: false, pool: 'pool', views: true } as const;
+/** The bound of the bounded-views contenders (`sharedBatchBuffers`), in bytes. */
+export const VIEW_BOUND_BYTES = 8192;
+
+const SHARING = { copies: false, views8k: VIEW_BOUND_BYTES, views: true } as const;
 
 function consumer(
   { brokers, topic, groupId }: ContenderContext,
@@ -88,13 +92,13 @@ export const reactiveProcess = processContender(false);
 export const reactiveProcessTuned = processContender(true);
 export const reactiveProcessBatch = processBatchContender(false);
 export const reactiveProcessFast = processContender(true, 'copies');
-export const reactiveProcessFastPool = processContender(true, 'pool');
+export const reactiveProcessFastViews8k = processContender(true, 'views8k');
 export const reactiveProcessFastViews = processContender(true, 'views');
 export const reactivePartitionsFast = partitionsContender(true, 'copies');
-export const reactivePartitionsFastPool = partitionsContender(true, 'pool');
+export const reactivePartitionsFastViews8k = partitionsContender(true, 'views8k');
 export const reactivePartitionsFastViews = partitionsContender(true, 'views');
 export const reactiveProcessBatchFast = processBatchContender('copies');
-export const reactiveProcessBatchFastPool = processBatchContender('pool');
+export const reactiveProcessBatchFastViews8k = processBatchContender('views8k');
 export const reactiveProcessBatchFastViews = processBatchContender('views');
 export const reactivePartitions = partitionsContender(false);
 export const reactivePartitionsTuned = partitionsContender(true);

@@ -84,7 +84,7 @@ async function readWith(
   binding: typeof Stock,
   topic: string,
   n: number,
-  shared: boolean | 'pool' = false,
+  shared: boolean | number = false,
 ): Promise<{ messages: Message[]; eofs: Eof[]; consumer: Stock.KafkaConsumer }> {
   const c = new binding.KafkaConsumer(
     {
@@ -96,7 +96,7 @@ async function readWith(
     { 'auto.offset.reset': 'earliest' },
   );
   if (shared !== false)
-    (c as unknown as { setBatchBufferSharing(s: boolean | 'pool'): void }).setBatchBufferSharing(
+    (c as unknown as { setBatchBufferSharing(s: boolean | number): void }).setBatchBufferSharing(
       shared,
     );
   await new Promise<void>((resolve, reject) =>
@@ -193,42 +193,77 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     });
   }
 
-  it("gives pooled copies when asked ('pool'): the same bytes, slices of Node's 8 KiB pool, never of a batch", async () => {
-    const topic = uniqueName('fast-binding-pool');
+  it('bounds the shared buffers when asked (a number of bytes): the same bytes, views of buffers of one partition within the bound', async () => {
+    const topic = uniqueName('fast-binding-bounded');
     const n = 300;
+    const bound = 1024; // every record here (value, key and headers) fits in it
     await createTopic(topic, PARTITIONS, { 'compression.type': 'zstd' });
     await produceAll(topic, n, 'zstd');
     const stock = await readWith(Stock, topic, n);
-    const mine = await readWith(fast, topic, n, 'pool');
+    const mine = await readWith(fast, topic, n, bound);
     await Promise.all([disconnect(stock.consumer), disconnect(mine.consumer)]);
     assert.deepEqual(mine.messages.sort(order).map(fields), stock.messages.sort(order).map(fields));
-    const copies = mine.messages
-      .flatMap((m) => [m.value, m.key, ...(m.headers ?? []).flatMap((h) => Object.values(h))])
-      .filter((v): v is Buffer => Buffer.isBuffer(v) && v.length > 0);
-    assert.ok(copies.length > n / 2, `values, keys and headers (${copies.length})`);
-    const slabs = new Set(copies.map((v) => v.buffer));
-    assert.ok(
-      slabs.size < copies.length,
-      `copies share pool slabs (${slabs.size} for ${copies.length})`,
+    const shared = mine.messages.flatMap((m) =>
+      [m.value, m.key, ...(m.headers ?? []).flatMap((h) => Object.values(h))]
+        .filter((v): v is Buffer => Buffer.isBuffer(v) && v.length > 0)
+        .map((v) => ({ v, partition: m.partition })),
     );
-    for (const v of copies) {
-      if (v.length < Buffer.poolSize >>> 1) {
-        assert.equal(
-          v.buffer.byteLength,
-          Buffer.poolSize,
-          "a small copy is a slice of Node's pool",
-        );
-      } else {
-        assert.equal(v.buffer.byteLength, v.length, 'a large copy is all of its memory');
+    assert.ok(shared.length > n / 2, `values, keys and headers (${shared.length})`);
+    const partitionsOf = new Map<ArrayBufferLike, Set<number>>();
+    for (const { v, partition } of shared) {
+      assert.ok(v.buffer.byteLength <= bound, `a buffer within the bound (${v.buffer.byteLength})`);
+      partitionsOf.set(v.buffer, (partitionsOf.get(v.buffer) ?? new Set()).add(partition));
+    }
+    assert.ok(
+      [...partitionsOf.values()].every((p) => p.size === 1),
+      'no buffer holds two partitions',
+    );
+    assert.ok(
+      partitionsOf.size < shared.length,
+      `views share buffers (${partitionsOf.size} for ${shared.length})`,
+    );
+    // More buffers than partitions: a batch of one partition is split at the bound.
+    assert.ok(partitionsOf.size > PARTITIONS, `split at the bound (${partitionsOf.size} buffers)`);
+    const value = shared[0]!.v;
+    const before = value.toString('hex');
+    const { port1, port2 } = new MessageChannel();
+    try {
+      port1.postMessage(value.buffer, [value.buffer as ArrayBuffer]);
+    } catch {
+      // Node refuses to transfer an untransferable buffer (newer versions) or copies it.
+    }
+    port1.close();
+    port2.close();
+    assert.equal(value.toString('hex'), before, 'the buffer was not detached by a transfer');
+
+    // A bound below some messages' size: each of those has a buffer of its own (never split),
+    // the same bytes still.
+    const small = 64;
+    const tight = await readWith(fast, topic, n, small);
+    await disconnect(tight.consumer);
+    assert.deepEqual(
+      tight.messages.sort(order).map(fields),
+      stock.messages.sort(order).map(fields),
+    );
+    const owners = new Map<ArrayBufferLike, Set<number>>();
+    for (const m of tight.messages) {
+      for (const v of [m.value, m.key]) {
+        if (Buffer.isBuffer(v) && v.length > 0)
+          owners.set(
+            v.buffer,
+            (owners.get(v.buffer) ?? new Set()).add(m.offset * 100 + m.partition),
+          );
       }
     }
-    // Copies, not views: changing a value leaves the next message's bytes alone.
-    const [first, second] = mine.messages.filter(
-      (m) => m.value !== null && m.value.length > 0 && m.partition === 0,
-    );
-    const before = second!.value!.toString('hex');
-    first!.value!.fill(0);
-    assert.equal(second!.value!.toString('hex'), before);
+    const large = tight.messages.filter((m) => (m.value?.length ?? 0) > small);
+    assert.ok(large.length > 0, 'some values exceed the bound');
+    for (const m of large) {
+      assert.equal(
+        owners.get(m.value!.buffer)!.size,
+        1,
+        'a message over the bound alone in its buffer',
+      );
+    }
   });
 
   it('shares one untransferable buffer per partition and batch among values, keys and headers when asked', async () => {
@@ -269,8 +304,8 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     assert.equal(value.toString('hex'), before, 'the batch was not detached by a transfer');
   });
 
-  for (const sharedBatchBuffers of [false, 'pool', true] as const) {
-    it(`runs a ReactiveConsumer: everything processed once and committed${sharedBatchBuffers === true ? ' (sharedBatchBuffers: values are views of batch buffers)' : sharedBatchBuffers === 'pool' ? " (sharedBatchBuffers: 'pool', pooled copies)" : ''}`, async () => {
+  for (const sharedBatchBuffers of [false, 8192, true] as const) {
+    it(`runs a ReactiveConsumer: everything processed once and committed${sharedBatchBuffers === true ? ' (sharedBatchBuffers: values are views of batch buffers)' : sharedBatchBuffers === 8192 ? ' (sharedBatchBuffers: 8192, views of buffers of at most 8 KiB)' : ''}`, async () => {
       const topic = uniqueName('fast-binding-rc');
       const n = 300;
       await createTopic(topic, PARTITIONS);

@@ -125,22 +125,23 @@ export function resolveBinding(input: unknown, key = 'binding'): KafkaBinding {
 export const defaultBinding: KafkaBinding = resolveBinding(Kafka);
 
 /**
- * `sharedBatchBuffers` as given: `false`, `'pool'` or `true`, and one of the last two only with a
- * binding whose consumer can share its batch buffers (`setBatchBufferSharing`, the companion
- * build's) and, for `'pool'`, lists it among its modes (`KafkaConsumer.batchBufferSharingModes`:
- * an older build of the companion does not).
+ * `sharedBatchBuffers` as given: `false`, `true` or a whole number of bytes ≥ 1, and one of the
+ * last two only with a binding whose consumer can share its batch buffers
+ * (`setBatchBufferSharing`, the companion build's) and, for a number, bound them
+ * (`KafkaConsumer.batchBufferBounds`: a build of the companion before 0.2.0 cannot).
  */
-export function resolveSharedBatchBuffers(value: unknown, binding: KafkaBinding): boolean | 'pool' {
+export function resolveSharedBatchBuffers(value: unknown, binding: KafkaBinding): boolean | number {
   if (value === undefined || value === false) return false;
-  if (value !== true && value !== 'pool') {
+  const bytes = typeof value === 'number';
+  if (value !== true && !(bytes && Number.isInteger(value) && value >= 1 && value <= 0xffffffff)) {
     throw new ConfigError(
-      `Expected \`sharedBatchBuffers\` to be false, 'pool' or true, got ${showValue(value)}`,
+      `Expected \`sharedBatchBuffers\` to be false, true or a whole number of bytes ≥ 1, got ${showValue(value)}`,
       'sharedBatchBuffers',
     );
   }
   const consumerClass = binding.KafkaConsumer as {
     prototype?: { setBatchBufferSharing?: unknown };
-    batchBufferSharingModes?: unknown;
+    batchBufferBounds?: unknown;
   };
   if (typeof consumerClass.prototype?.setBatchBufferSharing !== 'function') {
     throw new ConfigError(
@@ -148,10 +149,10 @@ export function resolveSharedBatchBuffers(value: unknown, binding: KafkaBinding)
       'sharedBatchBuffers',
     );
   }
-  const modes = consumerClass.batchBufferSharingModes;
-  if (value === 'pool' && !(Array.isArray(modes) && modes.includes('pool'))) {
+  if (bytes && consumerClass.batchBufferBounds !== true) {
+    const { name, version } = bindingInfo(binding);
     throw new ConfigError(
-      `\`sharedBatchBuffers: 'pool'\` needs a build of the binding with pooled copies (KafkaConsumer.batchBufferSharingModes lists 'pool'); ${bindingInfo(binding).name} ${bindingInfo(binding).version} has not: rebuild it (make fast-binding)`,
+      `\`sharedBatchBuffers: ${value}\` needs a build of the binding that bounds its shared buffers (KafkaConsumer.batchBufferBounds, reactive-rdkafka-fast-binding 0.2.0 and later); ${name} ${version} has not: rebuild it (make fast-binding), or pass true`,
       'sharedBatchBuffers',
     );
   }
@@ -176,7 +177,7 @@ export function hasBatchConversion(consumer: unknown): boolean {
 export function bindingInfo(
   binding: KafkaBinding,
   consumer?: unknown,
-  sharedBatchBuffers: boolean | 'pool' = false,
+  sharedBatchBuffers: boolean | number = false,
 ): BindingInfo {
   const stock = isStock(binding);
   const flag = (binding as { batchConversion?: unknown }).batchConversion;

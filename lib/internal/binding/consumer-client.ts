@@ -87,7 +87,7 @@ export class ConsumerClient {
     }
     if (settings.sharedBatchBuffers !== false) {
       (
-        this.raw as unknown as { setBatchBufferSharing(mode: boolean | 'pool'): void }
+        this.raw as unknown as { setBatchBufferSharing(shared: boolean | number): void }
       ).setBatchBufferSharing(settings.sharedBatchBuffers);
     }
     this.commits = new CommitTracker(this.raw, this.doubts, logger, () => this.onAnswered());
