@@ -124,6 +124,23 @@ async function readWith(
 const disconnect = (c: Stock.KafkaConsumer): Promise<void> =>
   new Promise((resolve) => c.disconnect(() => resolve()));
 
+/**
+ * A postMessage transfer of a shared value's buffer leaves the value (and so every message sharing
+ * its buffer) intact: the buffer is untransferable.
+ */
+function assertNotDetachedByTransfer(value: Buffer): void {
+  const before = value.toString('hex');
+  const { port1, port2 } = new MessageChannel();
+  try {
+    port1.postMessage(value.buffer, [value.buffer as ArrayBuffer]);
+  } catch {
+    // Node refuses to transfer an untransferable buffer (newer versions) or copies it.
+  }
+  port1.close();
+  port2.close();
+  assert.equal(value.toString('hex'), before, 'the buffer was not detached by a transfer');
+}
+
 /** The fields the library reads, in a comparable form (buffers as hex, `null` kept). */
 function fields(m: Message): unknown {
   const hex = (b: unknown): unknown => (Buffer.isBuffer(b) ? b.toString('hex') : b);
@@ -224,17 +241,7 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
     );
     // More buffers than partitions: a batch of one partition is split at the bound.
     assert.ok(partitionsOf.size > PARTITIONS, `split at the bound (${partitionsOf.size} buffers)`);
-    const value = shared[0]!.v;
-    const before = value.toString('hex');
-    const { port1, port2 } = new MessageChannel();
-    try {
-      port1.postMessage(value.buffer, [value.buffer as ArrayBuffer]);
-    } catch {
-      // Node refuses to transfer an untransferable buffer (newer versions) or copies it.
-    }
-    port1.close();
-    port2.close();
-    assert.equal(value.toString('hex'), before, 'the buffer was not detached by a transfer');
+    assertNotDetachedByTransfer(shared[0]!.v);
 
     // A bound below some messages' size: each of those has a buffer of its own (never split),
     // the same bytes still.
@@ -291,17 +298,7 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
       batches.size < withValue.length,
       `views share batch buffers (${batches.size} for ${withValue.length})`,
     );
-    const value = withValue[0]!.value as Buffer;
-    const before = value.toString('hex');
-    const { port1, port2 } = new MessageChannel();
-    try {
-      port1.postMessage(value.buffer, [value.buffer as ArrayBuffer]);
-    } catch {
-      // Node refuses to transfer an untransferable buffer (newer versions) or copies it.
-    }
-    port1.close();
-    port2.close();
-    assert.equal(value.toString('hex'), before, 'the batch was not detached by a transfer');
+    assertNotDetachedByTransfer(withValue[0]!.value as Buffer);
   });
 
   for (const sharedBatchBuffers of [false, 8192, true] as const) {
