@@ -210,15 +210,17 @@ describe('tracing', () => {
       const h = harness({ tracing: openTelemetryTracing(api, { tracer }) });
       const activeInside: (string | undefined)[] = [];
       const completedAt: number[] = [];
+      const subscribedAt: number[] = [];
       subs.push(
         h.consumer
           .process(
             () =>
               new Observable<string>((subscriber) => {
                 activeInside.push(api.trace.getActiveSpan()?.spanContext().spanId);
+                subscribedAt.push(performance.now());
                 const timer = setTimeout(() => {
                   tracer.startSpan('inside the observable').end();
-                  completedAt.push(Date.now());
+                  completedAt.push(performance.now());
                   subscriber.next('done');
                   subscriber.complete();
                 }, 30);
@@ -235,8 +237,12 @@ describe('tracing', () => {
       const spans = exporter.getFinishedSpans();
       const [span] = spans.filter((x) => x.name === `process ${T}`);
       assert.ok(span);
-      const endedAt = span.endTime[0] * 1000 + span.endTime[1] / 1e6;
-      assert.ok(endedAt >= (completedAt[0] ?? Infinity) - 1, 'ended once the Observable completed');
+      // Monotonic time on both sides (a span's end is its start plus performance.now() elapsed; its
+      // start is Date.now(), whole milliseconds, which may differ from any other clock read): the
+      // span, started before the subscription, lasts at least from the subscription to completion.
+      const lasted = span.duration[0] * 1000 + span.duration[1] / 1e6;
+      const ran = (completedAt[0] ?? Infinity) - (subscribedAt[0] ?? 0);
+      assert.ok(lasted >= ran, `ended once the Observable completed (${lasted} ms ≥ ${ran} ms)`);
       assert.deepEqual(activeInside, [span.spanContext().spanId], 'subscribed inside the span');
       const inner = spans.find((x) => x.name === 'inside the observable');
       assert.equal(inner?.parentSpanContext?.spanId, span.spanContext().spanId);
