@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
+import { KafkaClientError } from '../lib';
 import { T, committed, harness, tp, until } from './helpers/harness';
 
 /**
@@ -34,6 +35,31 @@ describe('positions past offsets never delivered', () => {
     await until(() => committed(h) === 1001, 'committed past the marker');
     await h.consumer.close();
     assert.equal(committed(h), 1001);
+  });
+
+  it('stops when the binding dropped a batch it could not allocate, and commits nothing past it', async () => {
+    const h = harness();
+    let processed = 0;
+    let failure: unknown;
+    subs.push(
+      h.consumer.process(() => void (processed += 1)).subscribe({ error: (e) => (failure = e) }),
+    );
+    await until(() => h.fake().isConnected(), 'connect');
+    h.fake().produce(T, 0, 10);
+    // The first batch with messages is dropped, librdkafka's position past it (at 10).
+    h.fake().droppedBatchErrors.push({ code: -196, message: 'consumeBatch: out of memory' });
+    h.fake().rebalanceAssign([tp(0)]);
+    await until(() => failure !== undefined, 'the consumer stops');
+    assert.ok(failure instanceof KafkaClientError, `a KafkaClientError: ${String(failure)}`);
+    assert.match((failure as Error).message, /out of memory/);
+    await h.consumer.close();
+    assert.equal(processed, 0);
+    // Going on, the next (empty, short) call's position would have moved the ledger to 10 and a
+    // commit past the ten records the binding dropped.
+    assert.ok(
+      (committed(h) ?? 0) === 0,
+      `nothing committed past the dropped batch (${committed(h)})`,
+    );
   });
 
   it('commits past markers inside and at the end of the log', async () => {

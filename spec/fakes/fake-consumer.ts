@@ -252,6 +252,12 @@ export class FakeConsumer extends EventEmitter {
   }[] = [];
   /** Errors the next consume() calls return instead of messages (as the binding reports them). */
   readonly consumeErrors: { code: number; message: string }[] = [];
+  /**
+   * Errors the next consume() calls that found messages return instead of them, the messages
+   * dropped and the position past them: the companion binding's answer when it cannot allocate a
+   * batch (`consumeBatch: out of memory`).
+   */
+  readonly droppedBatchErrors: { code: number; message: string }[] = [];
   /** `member` mode (see FakeOptions.member). */
   readonly member: boolean;
   private pendingCallbacks: PendingCallback[] = [];
@@ -633,7 +639,8 @@ export class FakeConsumer extends EventEmitter {
     if (this.sharing) this.shareBatchBuffers(out);
     const delay =
       out.length > 0 ? (this.options.consumeLatencyMs ?? 0) : Math.min(this.consumeTimeout, 2);
-    const consumeError = out.length === 0 ? this.consumeErrors.shift() : undefined;
+    const consumeError =
+      out.length === 0 ? this.consumeErrors.shift() : this.droppedBatchErrors.shift();
     setTimeout(() => {
       this.consuming = false;
       if (consumeError) {

@@ -77,9 +77,25 @@ export type Verdict =
       readonly log: ClientLog;
     };
 
+/**
+ * The companion binding's answer when it could not allocate a consumed batch's buffers: it freed
+ * the batch's messages, and librdkafka's position is past them (fast-binding/README.md).
+ */
+const DROPPED_BATCH = /consumeBatch: out of memory/;
+
 /** An error returned by consume(). */
 export function classifyConsumeError(err: KafkaClientError): Verdict {
   const code = err.kafkaCode;
+  if (DROPPED_BATCH.test(err.message)) {
+    // Going on would fetch past the dropped messages and a commit would skip them for good: stop,
+    // so that the group's next owner reads them from the last commit.
+    return {
+      kind: 'fatal',
+      err,
+      logMessage:
+        'the binding dropped a consumed batch (out of memory): stopping, so that nothing is committed past it',
+    };
+  }
   if (code === Code.MAX_POLL_EXCEEDED) {
     return {
       kind: 'membership-lost',

@@ -34,6 +34,12 @@ export class ConsumerClient {
   /** Pending commits and assignment-lost probes, matched to librdkafka's answers. */
   private readonly commits: CommitTracker;
   private consuming = false;
+  /**
+   * The last `consume(n)` answered with an error (other than a timeout): librdkafka's position may
+   * then count messages never handed out (the companion binding drops a batch it could not
+   * convert), so it is not read for the ledgers after such a call (positions.ts).
+   */
+  lastConsumeFailed = false;
   private lastTimeoutMs = -1;
   /** Keeps the OAUTHBEARER token fresh, when `oauthBearerToken` is set. */
   private oauth: OAuthBearerRefresher | undefined;
@@ -179,8 +185,10 @@ export class ConsumerClient {
     return new Promise((resolve) => {
       this.raw.consume(n, (err, messages) => {
         this.consuming = false;
+        this.lastConsumeFailed = false;
         if (err) {
           if (err.code !== Code.TIMED_OUT && err.code !== Code.PARTITION_EOF) {
+            this.lastConsumeFailed = true;
             this.onConsumeError(toKafkaError(err, 'consume failed'));
           }
           resolve([]);

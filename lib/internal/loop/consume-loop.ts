@@ -74,7 +74,8 @@ export async function consumeLoop(
         next = call();
       if (batch.length > 0) dispatcher.dispatch(batch, host.observer());
       if (shutdown.stage !== 'disconnecting') {
-        if (next === undefined) positions.note(polledAt, short);
+        // After a failed call librdkafka's position may count messages never handed out.
+        if (next === undefined && !client.lastConsumeFailed) positions.note(polledAt, short);
         commits.maybeCommit(assignments.values(), (c) => assignments.owns(c));
       }
       if (batch.length === 0) await new Promise((resolve) => setImmediate(resolve));
