@@ -354,8 +354,8 @@ describe('companion binding (fast-binding/) against the stock node-rdkafka (real
       }
       assert.equal(new Set(seen).size, n, 'each once');
       assert.equal(seen.length, n, 'none twice');
-      // Copies: each value its own Buffer (pooled ones included: a pool slab is at most 8 KiB and
-      // none of these values share one with a batch). Views: values are slices of batch buffers.
+      // Copies: each value all of its memory. Views (bounded or not): values are slices of
+      // buffers they share with other messages.
       if (sharedBatchBuffers !== false)
         assert.ok(views > n / 2, `values share memory (${views} of ${n})`);
       else assert.equal(views, 0, 'values are copies of their own');
