@@ -127,7 +127,7 @@ export class ReactiveConsumer {
     this.partitions$ = pipelines.partitionStreams(this.engine, {
       attached: () => this.attached,
       attach: () => void (this.attached = true),
-      started: () => checkThreadPool(this.logger),
+      started: () => checkThreadPool(this.logger, this.rebalances$),
     });
     this.pipelineHost = {
       settings: this.settings,

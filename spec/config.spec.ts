@@ -443,6 +443,11 @@ describe('option values of unexpected types', () => {
       'resumeThreshold',
       /got \[object with a cycle\]$/,
     );
+    rejects(
+      base({}, { commitIntervalMs: new Number(8192) as never }),
+      'commitIntervalMs',
+      /got a Number object \(8192\)$/,
+    );
     rejects(base({ log_level: Symbol('x') }), 'log_level', /Symbol\(x\)/);
     rejects(base({ log_level: 1n }), 'log_level', /1n/);
     rejects(base({}, { topics: [1n] as never }), 'topics', /\[1n\]/);

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import type { Subscription } from 'rxjs';
 import { ConfigError } from '../lib';
 import type { KafkaMessage, LoggerLike } from '../lib';
+import { consumersRunning } from '../lib/internal/binding/thread-pool';
 import { T, committed, harness, tp, until } from './helpers/harness';
 
 describe('Node habits', () => {
@@ -32,6 +33,25 @@ describe('Node habits', () => {
       'revoked through the protocol',
     );
     assert.equal(h.fake().isConnected(), false, 'disconnected');
+  });
+
+  it('a consumer counts toward the libuv pool warning only while it runs (closed or failed ones leave)', async () => {
+    const before = consumersRunning();
+    for (let i = 0; i < 6; i++) {
+      const h = harness();
+      subs.push(h.consumer.process(() => undefined).subscribe({ error: () => undefined }));
+      await until(() => h.fake().isConnected(), 'connect');
+      assert.equal(consumersRunning(), before + 1, `consumer ${i} counted while it runs`);
+      await h.consumer.close();
+      assert.equal(consumersRunning(), before, `consumer ${i} no longer counted once closed`);
+    }
+    const failing = harness({}, { connectError: 'Broker transport failure' });
+    let failed = false;
+    subs.push(
+      failing.consumer.process(() => undefined).subscribe({ error: () => (failed = true) }),
+    );
+    await until(() => failed, 'the consumer fails');
+    assert.equal(consumersRunning(), before, 'a failed consumer is no longer counted');
   });
 
   it('an AbortSignal closes the consumer; an aborted one closes it at once', async () => {

@@ -50,6 +50,9 @@ function show(value: unknown): string {
       break;
   }
   if (value === null) return 'null';
+  // A boxed primitive (`new Number(8192)`) is an object, not the number JSON would show.
+  if (value instanceof Number || value instanceof String || value instanceof Boolean)
+    return `a ${Object.prototype.toString.call(value).slice(8, -1)} object (${JSON.stringify(value.valueOf())})`;
   let cycle = false;
   // The objects on the path from the root to the value being serialised.
   const path: unknown[] = [];
