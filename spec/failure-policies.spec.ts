@@ -642,6 +642,81 @@ describe('client errors, offset resets and authentication', () => {
     assert.ok(Date.now() - startedAt < 900, 'no wait for an error event once the log said why');
   });
 
+  const refusedBy = (broker: string) => ({
+    fac: 'FAIL',
+    severity: 3,
+    message: `[thrd:${broker}]: ${broker}: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 316ms in state AUTH_REQ)`,
+  });
+  const scram = (servers: string): Partial<ReactiveConsumerOptions> => ({
+    config: {
+      'bootstrap.servers': servers,
+      'security.protocol': 'sasl_plaintext',
+      'sasl.mechanisms': 'SCRAM-SHA-512',
+      'sasl.username': 'u',
+      'sasl.password': 'wrong',
+    },
+  });
+
+  it('refused static SASL credentials: gives the connect up once every bootstrap broker refused them, not after connectTimeoutMs', async () => {
+    const s = setup(
+      {
+        connectError: 'Local: Broker transport failure',
+        connectAnswerMs: 10_000,
+        connectLogs: [
+          refusedBy('sasl_plaintext://a:9094/bootstrap'),
+          refusedBy('sasl_plaintext://b:9094/bootstrap'),
+        ],
+      },
+      {},
+      {},
+      scram('a:9094,sasl_plaintext://b:9094'),
+    );
+    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof AuthenticationError, String(err));
+    assert.match(err.message, /invalid credentials/);
+    assert.doesNotMatch(err.message, /wrong/);
+    assert.equal(s.fake().connectAnswered, false, 'ended before the connect itself answered');
+  });
+
+  for (const [what, logs, options] of [
+    [
+      'one of two bootstrap brokers refused (the other may accept)',
+      [refusedBy('sasl_plaintext://a:9094/bootstrap')],
+      scram('a:9094,b:9094'),
+    ],
+    [
+      'the mechanism is GSSAPI (a renewed Kerberos ticket may be accepted)',
+      [refusedBy('sasl_plaintext://a:9094/bootstrap')],
+      {
+        config: {
+          'bootstrap.servers': 'a:9094',
+          'security.protocol': 'sasl_plaintext',
+          'sasl.mechanisms': 'GSSAPI',
+        },
+      },
+    ],
+  ] as const) {
+    it(`waits for the connect when ${what}`, async () => {
+      const s = setup(
+        {
+          connectError: 'Local: Broker transport failure',
+          connectAnswerMs: 300,
+          connectLogs: [...logs],
+        },
+        {},
+        {},
+        options,
+      );
+      const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof AuthenticationError, String(err));
+      assert.equal(s.fake().connectAnswered, true, 'the connect answered first');
+    });
+  }
+
   it('a connect that fails without any refusal still ends with a ConnectError', async () => {
     const s = setup({ connectError: 'Local: Broker transport failure' });
     const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
