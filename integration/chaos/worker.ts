@@ -20,7 +20,9 @@
  *   CHAOS_SELF_STOP_DUTY=1 (a life the variant relies on for that stop): at any age, and on the
  *   next tick;
  * - CHAOS_DRAIN_HOLD_MS: a handler still running when its partition's revoke began takes that
- *   much longer (the broker-failure variant's kill lands while that revoke drains);
+ *   much longer, and a revoke that began with none running waits as long in its `onRevoke` hook
+ *   (the broker-failure variant's kill lands while that revoke is open: one with nothing to drain
+ *   ended before a loaded machine's node was dead, and the variant proved nothing);
  * - CHAOS_ON_ASSIGN_DELAY_MS: an `onAssign` hook that waits a seeded 0..N ms per partition;
  *   CHAOS_STOP_IN_ASSIGN=1: at the first call of that hook, the worker stops itself (a seeded part
  *   of the hook's wait later), so the stop lands while the assignment waits for its positions;
@@ -32,6 +34,7 @@
  * - CHAOS_STUCK_KEY, CHAOS_STUCK_MS, CHAOS_STUCK_FILE: the first worker to meet that key hangs.
  */
 import { closeSync, openSync, writeSync } from 'node:fs';
+import { setTimeout as wait } from 'node:timers/promises';
 import type { PathLike } from 'node:fs';
 import pino from 'pino';
 import { Subject, takeUntil } from 'rxjs';
@@ -71,6 +74,8 @@ const selfStopDuty = process.env.CHAOS_SELF_STOP_DUTY === '1';
 const selfStopMinAgeMs = selfStopDuty ? 0 : (optionalNumber('CHAOS_SELF_STOP_MIN_AGE_MS') ?? 2000);
 const onAssignDelayMs = optionalNumber('CHAOS_ON_ASSIGN_DELAY_MS');
 const drainHoldMs = optionalNumber('CHAOS_DRAIN_HOLD_MS');
+/** Revokes that began with no handler running, whose `onRevoke` hook is still to hold them. */
+let heldIdleRevokes = 0;
 const latency = (process.env.CHAOS_LATENCY ?? 'default') as LatencyProfile;
 const failRate = optionalNumber('CHAOS_FAIL_RATE');
 const failures: FailurePlan | undefined =
@@ -141,6 +146,15 @@ const consumer = new ReactiveConsumer({
   ...(process.env.CHAOS_REMEMBER_COMPLETED === '1'
     ? { rememberCompleted: { topic: `${env('CHAOS_TOPIC')}.completed` } }
     : {}),
+  ...(drainHoldMs === undefined
+    ? {}
+    : {
+        onRevoke: async (_partitions: unknown, { signal }: { signal: AbortSignal }) => {
+          if (heldIdleRevokes === 0) return;
+          heldIdleRevokes -= 1;
+          await wait(drainHoldMs, undefined, { signal }).catch(() => undefined);
+        },
+      }),
   ...(onAssignDelayMs === undefined
     ? {}
     : {
@@ -171,6 +185,7 @@ const closed = new Promise<void>((resolve) => {
       }
       if (e.type === 'revoking') {
         const busy = inFlightOn(partitions);
+        if (drainHoldMs !== undefined && busy === 0 && partitions.length > 0) heldIdleRevokes += 1;
         for (const p of partitions) draining.add(p);
         line(`E revoking ${Date.now()} ${partitions.join(',')} ${busy}`);
         if (stopOnRevoking && partitions.length > 0 && busy > 0)
