@@ -127,11 +127,6 @@ export interface FakeOptions {
   unstableStartsAtReset?: boolean;
   /** `event.log` lines emitted while a failing connect runs (before its error events). */
   connectLogs?: { fac: string; severity: number; message: string }[];
-  /**
-   * With `connectError`: the failed connect answers this many ms after its logs and error events
-   * (librdkafka retries a refused login until the connect's timeout), not at once.
-   */
-  connectAnswerMs?: number;
   /** `event.error` payloads emitted just before a failing connect's callback (as node-rdkafka does). */
   connectErrorEvents?: Error[];
   /** Logs and committed offsets shared with other fakes: one group on one broker. */
@@ -245,8 +240,6 @@ export class FakeConsumer extends EventEmitter {
   private readonly rebalanceCb: (err: { code: number; message: string }, a: Assignment[]) => void;
   private rr = 0;
   consumeCalls = 0;
-  /** A failed connect's callback ran (see `connectAnswerMs`). */
-  connectAnswered = false;
   /**
    * Every consume() answered without an error, in order: how many messages were asked and returned,
    * when it was answered, and when position() was first called after it (before the next answer).
@@ -473,12 +466,7 @@ export class FakeConsumer extends EventEmitter {
       if (this.options.connectError) {
         for (const l of this.options.connectLogs ?? []) this.emit('event.log', l);
         for (const e of this.options.connectErrorEvents ?? []) this.emit('event.error', e);
-        const fail = (): void => {
-          this.connectAnswered = true;
-          cb(new Error(this.options.connectError));
-        };
-        if (this.options.connectAnswerMs === undefined) fail();
-        else setTimeout(fail, this.options.connectAnswerMs);
+        cb(new Error(this.options.connectError));
       } else {
         this.connected = true;
         this.disconnecting = false;

@@ -10,7 +10,6 @@ import { translateLibrdkafkaConfigError } from '../settings/librdkafka-settings'
 import { ConfigError, ConnectError } from '../../errors';
 import { OAuthBearerRefresher } from './oauth-bearer';
 import { TlsFailureWatch, bootstrapAddresses, describeTlsSettings } from './tls-handshake';
-import { SaslRefusalWatch, staticCredentials } from './sasl-refusal';
 import type { KafkaClientError } from '../../errors';
 import type {
   Assignment,
@@ -109,8 +108,7 @@ export class ConsumerClient {
    * Connects, bounded by `connectTimeoutMs`; rejects with {@link ConnectError}. With an
    * OAUTHBEARER provider the first token is set before. A TLS handshake failure is named in the
    * error; when every bootstrap broker's certificate failed verification the connect is given up
-   * at once (that never heals by retrying), without waiting for the timeout; so is one whose
-   * static SASL credentials (PLAIN, SCRAM) every bootstrap broker refused (sasl-refusal.ts).
+   * at once (that never heals by retrying), without waiting for the timeout.
    */
   async connect(): Promise<void> {
     const provider = this.settings.oauthBearerToken;
@@ -139,22 +137,13 @@ export class ConsumerClient {
         { retriable: !f.certificateRejected },
       );
     };
-    const sasl = new SaslRefusalWatch(bootstrapAddresses(servers), staticCredentials(config));
     return new Promise((resolve, reject) => {
       let settled = false;
       const onLog = (log: { fac: string; message: string }): void => {
-        const tlsFinal = tls.observe(log);
-        if (!(sasl.observe(log) || tlsFinal) || settled) return;
+        if (!tls.observe(log) || settled) return;
         settled = true;
         this.givenUp = true;
-        reject(
-          tlsFinal
-            ? tlsError(` on every bootstrap broker (${servers})`)
-            : new ConnectError(
-                `Every bootstrap broker (${servers}) refused the SASL login: ${sasl.first ?? ''}`,
-                { retriable: false },
-              ),
-        );
+        reject(tlsError(` on every bootstrap broker (${servers})`));
       };
       this.raw.on('event.log', onLog);
       this.raw.connect({ timeout: timeoutMs }, (err) => {

@@ -46,7 +46,7 @@ export function bootstrapAddresses(servers: unknown): string[] {
 }
 
 /** `host:port` of a librdkafka broker name such as `ssl://127.0.0.1:9095/bootstrap` or `sasl_ssl://h:9096/1`. */
-export function addressOf(broker: string): string {
+function addressOf(broker: string): string {
   return broker.replace(/^[a-z_]+:\/\//i, '').replace(/\/[^/]*$/, '');
 }
 
