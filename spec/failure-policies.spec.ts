@@ -642,6 +642,25 @@ describe('client errors, offset resets and authentication', () => {
     assert.ok(Date.now() - startedAt < 900, 'no wait for an error event once the log said why');
   });
 
+  it('a connection lost during the login is no refusal: the failed connect ends with a retriable ConnectError, not an AuthenticationError', async () => {
+    const s = setup({
+      connectError: 'Local: Broker transport failure',
+      connectLogs: [
+        {
+          fac: 'FAIL',
+          severity: 3,
+          message:
+            '[thrd:sasl_plaintext://127.0.0.1:9094/bootstrap]: sasl_plaintext://127.0.0.1:9094/bootstrap: SASL authentication error: SaslAuthenticateRequest failed: Local: Broker transport failure (after 2ms in state AUTH_REQ)',
+        },
+      ],
+    });
+    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof ConnectError, String(err));
+    assert.equal(err.retriable, true);
+  });
+
   it('a connect that fails without any refusal still ends with a ConnectError', async () => {
     const s = setup({ connectError: 'Local: Broker transport failure' });
     const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(

@@ -118,6 +118,10 @@ export class Incidents {
   logged(log: { readonly severity: number; readonly message: string }): void {
     if (this.host.stage() !== 'connecting' || this.connectRefusal !== undefined) return;
     if (log.severity > 4 || !SASL_REFUSED.test(log.message)) return;
+    // A connection lost or timed out during the login is librdkafka's own failure, not the
+    // broker's answer: "SASL authentication error: SaslAuthenticateRequest failed: Local: Broker
+    // transport failure" says nothing about the credentials.
+    if (SASL_LOCAL_FAILURE.test(log.message)) return;
     this.authenticationRefused(
       toKafkaError({ code: Code.AUTHENTICATION, message: log.message }, 'authentication refused'),
     );
@@ -280,3 +284,4 @@ export class Incidents {
 /** librdkafka's log line for a login the broker refused (SASL). */
 const SASL_REFUSED =
   /SASL authentication error|SASL .*authentication failed|Authentication failed during authentication/i;
+const SASL_LOCAL_FAILURE = /SASL authentication error: \S+ failed: Local: /i;
