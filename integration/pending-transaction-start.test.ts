@@ -115,12 +115,27 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
 
           // The next owner joins; it gets the partitions in two steps.
           const handled: { partition: number; offset: number }[] = [];
+          // What the owners saw, for a failure's message: their rebalances (with what each revoke's
+          // commit did with the open transaction) and their events (an abort and a redo repeat
+          // handler calls, which exactly once allows; this test expects none).
+          const seen: string[] = [];
           const owner = (name: string) => {
             const c = consumer(name, {
               config: { 'group.id': group, ...(config as Record<string, unknown>) },
               topics: [topic],
               closeTimeoutMs: 30_000,
             });
+            const t0 = Date.now();
+            subs.push(
+              c.rebalances$.subscribe((e) =>
+                seen.push(
+                  `${name} +${Date.now() - t0}ms ${e.type} ${e.partitions.map((p) => p.partition).join(',')}${e.type === 'committed' && e.transaction ? ` transaction ${e.transaction.outcome}${e.transaction.reason ? ` (${e.transaction.reason})` : ''}` : ''}`,
+                ),
+              ),
+              c.events$.subscribe((e) =>
+                seen.push(`${name} +${Date.now() - t0}ms event ${e.type}`),
+              ),
+            );
             subs.push(
               c
                 .processTransactional(
@@ -183,7 +198,7 @@ describe('a partition whose offsets an open transaction holds (real broker)', fu
             assert.deepEqual(
               handled.filter((h) => h.partition === p).map((h) => h.offset),
               Array.from({ length: PER_PARTITION - from }, (_, i) => from + i),
-              `partition ${p}: from ${from}, each offset once`,
+              `partition ${p}: from ${from}, each offset once; the owners saw:\n${seen.join('\n')}`,
             );
           }
         } finally {
