@@ -127,7 +127,8 @@ export class Seeks {
           .of(old)
           .debug({ offset: s.offset }, 'seek queued, its reply timed out: it applies all the same');
       }
-      // No consume call is in flight here, so no rebalance arrived meanwhile; a close may have.
+      // A rebalance (node-rdkafka dispatches its callback on its own async handle, consume call or
+      // not) or a close may have come while the seek was applied: is the stream still the owner?
       if (assignments.get(s.key) !== old || !old.active) {
         s.reject(
           notOwned(
