@@ -620,21 +620,23 @@ describe('client errors, offset resets and authentication', () => {
     assert.match(err.message, /fake:9092/);
   });
 
-  it('ends with an AuthenticationError when only librdkafka’s log said the login was refused (the connect failed with a transport failure, no error event)', async () => {
+  /** How process() ends when the connect fails with a transport failure after this SASL log line. */
+  const endAfterSaslLog = (severity: number, error: string): Promise<unknown> => {
+    const broker = 'sasl_plaintext://127.0.0.1:9094/bootstrap';
     const s = setup({
       connectError: 'Local: Broker transport failure',
-      connectLogs: [
-        {
-          fac: 'FAIL',
-          severity: 4,
-          message:
-            '[thrd:sasl_plaintext://127.0.0.1:9094/bootstrap]: sasl_plaintext://127.0.0.1:9094/bootstrap: SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 312ms in state AUTH_REQ)',
-        },
-      ],
+      connectLogs: [{ fac: 'FAIL', severity, message: `[thrd:${broker}]: ${broker}: ${error}` }],
     });
-    const startedAt = Date.now();
-    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
+    return lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
       (e: unknown) => e,
+    );
+  };
+
+  it('ends with an AuthenticationError when only librdkafka’s log said the login was refused (the connect failed with a transport failure, no error event)', async () => {
+    const startedAt = Date.now();
+    const err = await endAfterSaslLog(
+      4,
+      'SASL authentication error: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 312ms in state AUTH_REQ)',
     );
     assert.ok(err instanceof AuthenticationError, String(err));
     assert.equal(err.kafkaCode, E.ERR__AUTHENTICATION);
@@ -643,19 +645,9 @@ describe('client errors, offset resets and authentication', () => {
   });
 
   it('a connection lost during the login is no refusal: the failed connect ends with a retriable ConnectError, not an AuthenticationError', async () => {
-    const s = setup({
-      connectError: 'Local: Broker transport failure',
-      connectLogs: [
-        {
-          fac: 'FAIL',
-          severity: 3,
-          message:
-            '[thrd:sasl_plaintext://127.0.0.1:9094/bootstrap]: sasl_plaintext://127.0.0.1:9094/bootstrap: SASL authentication error: SaslAuthenticateRequest failed: Local: Broker transport failure (after 2ms in state AUTH_REQ)',
-        },
-      ],
-    });
-    const err = await lastValueFrom(s.consumer.process(() => undefined).pipe(toArray())).catch(
-      (e: unknown) => e,
+    const err = await endAfterSaslLog(
+      3,
+      'SASL authentication error: SaslAuthenticateRequest failed: Local: Broker transport failure (after 2ms in state AUTH_REQ)',
     );
     assert.ok(err instanceof ConnectError, String(err));
     assert.equal(err.retriable, true);

@@ -21,11 +21,8 @@ export function consumersRunning(): number {
  */
 export function checkThreadPool(logger: Logger, ended$: Observable<unknown>): void {
   runningConsumers += 1;
-  let counted = true;
-  const release = (): void => {
-    if (counted) runningConsumers -= 1;
-    counted = false;
-  };
+  // An observable ends once: by completing or by erroring.
+  const release = (): void => void (runningConsumers -= 1);
   ended$.subscribe({ complete: release, error: release });
   const pool = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
   // Each consumer keeps one consume(n) in flight on a libuv pool thread; leave room for dns/fs.

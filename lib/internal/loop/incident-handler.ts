@@ -284,4 +284,5 @@ export class Incidents {
 /** librdkafka's log line for a login the broker refused (SASL). */
 const SASL_REFUSED =
   /SASL authentication error|SASL .*authentication failed|Authentication failed during authentication/i;
+/** Its line for a login librdkafka itself gave up (the connection lost or timed out): no refusal. */
 const SASL_LOCAL_FAILURE = /SASL authentication error: \S+ failed: Local: /i;
